@@ -1,0 +1,28 @@
+// exit_status.hpp: what portal-run exits with, given how the interpreter process ended.
+#pragma once
+
+#include <optional>
+#include <string>
+
+namespace portal {
+
+struct Report {
+    std::string subject;
+    std::string problem;
+};
+
+struct ChildOutcome {
+    int exit_code = 0;            // what the supervisor exits with
+    std::optional<Report> report; // a `portal: subject: problem` line for stderr, when one helps
+};
+
+// `wait_status` is waitpid()'s status; `forwarded_signal` is the last signal the
+// supervisor forwarded to the child (0 if none): a death by that signal is the
+// user's doing and needs no explanation.  A child killed by signal N gives 128+N,
+// as a shell reports it.
+ChildOutcome interpret_wait_status(int wait_status, int forwarded_signal);
+
+// "SIGKILL" for 9, "signal 77" for an unnamed one.
+std::string signal_name(int signo);
+
+}  // namespace portal

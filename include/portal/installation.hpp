@@ -1,0 +1,25 @@
+// installation.hpp: where the interpreter and Portal's Python package are.
+//
+// No environment variable is needed: the package is found relative to the running
+// executable, <bin>/../lib/portal/python, which holds both in the installed layout
+// (<prefix>/bin, <prefix>/lib/portal/python) and in the build tree, which mirrors it.
+#pragma once
+
+#include <optional>
+#include <string>
+
+#include "portal/interpreter_command.hpp"
+
+namespace portal {
+
+// The absolute path of the running executable (/proc/self/exe).
+std::string self_executable();
+
+// The directory holding `_portal/boot.py` for the executable at `exe_path`.
+std::optional<std::string> find_package_dir(const std::string& exe_path);
+
+// The interpreter chosen at build time and the package found for `exe_path`;
+// nullopt (after saying why) when the package cannot be found.
+std::optional<Installation> locate_installation(const std::string& exe_path);
+
+}  // namespace portal

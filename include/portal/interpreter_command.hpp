@@ -1,0 +1,33 @@
+// interpreter_command.hpp: the command line of the interpreter process.
+//
+// The program runs in Debian's /usr/bin/python3 itself, not in an interpreter
+// embedded in portal-run: embedding libpython3.11.so measured 10-30% slower on
+// call-heavy code than the PGO/LTO-built python3 binary (docs/architecture.md).
+// Portal's runtime enters through a one-line `-c` bootstrap and then makes the
+// process indistinguishable from `python3 SCRIPT ARGS` (python/_portal/boot.py).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "portal/command_line.hpp"
+
+namespace portal {
+
+struct Installation {
+    std::string python;       // absolute path of the interpreter, e.g. /usr/bin/python3
+    std::string package_dir;  // directory holding the `_portal` package
+};
+
+// The `-c` line: puts package_dir first on sys.path and runs _portal.boot.main().
+std::string bootstrap_line(const std::string& package_dir);
+
+// True when python runs `path` as Python source (a regular file that is neither
+// compiled bytecode nor a zip application).  Anything else - a missing file, a
+// directory, a .pyc, a zip - is handed to python as it is, so its own messages
+// and behaviour apply unchanged (and Portal cannot rescue it).
+bool runs_as_source(const std::string& path);
+
+std::vector<std::string> interpreter_argv(const ProgramSpec& program, const Installation& where);
+
+}  // namespace portal

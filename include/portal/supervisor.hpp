@@ -1,0 +1,18 @@
+// supervisor.hpp: the process that starts the interpreter and waits for it.
+//
+// portal-run stays as a small parent so that a death the program cannot report
+// itself (SIGKILL from the kernel's OOM killer) is still reported, and so that job
+// records and policies have a place to live.  It forwards SIGINT, SIGTERM, SIGHUP
+// and SIGQUIT sent to it, and exits as the child did.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace portal {
+
+// Runs argv[0] (an absolute path) with argv, waits, reports, and returns the exit
+// code portal-run must exit with.
+int supervise(const std::vector<std::string>& argv);
+
+}  // namespace portal

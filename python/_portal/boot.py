@@ -1,0 +1,118 @@
+"""Bootstrap of the interpreter process started by portal-run.
+
+portal-run starts Debian's /usr/bin/python3 as
+
+    python3 -c "<line that puts our package dir first on sys.path and calls main()>" \
+            MODE TARGET ARGS...
+
+(MODE is script, module or command) so that the program runs in the real
+interpreter binary at full speed.  main() then makes the process look exactly as
+if it had been started as `python3 TARGET ARGS`, `python3 -m TARGET ARGS` or
+`python3 -c TARGET ARGS`: sys.argv, sys.orig_argv, sys.path[0], the __main__
+module, tracebacks and exit status.
+"""
+import os
+import sys
+
+
+def main():
+    # The -c line put our package directory first; the program must not see it.
+    del sys.path[0]
+    mode, target, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    from _portal import _toplevel
+    if mode == "script":
+        _run_script(_toplevel, target, args)
+    elif mode == "module":
+        _run_module(_toplevel, target, args)
+    elif mode == "command":
+        _run_command(_toplevel, target, args)
+    else:
+        raise SystemExit(f"portal: boot: unknown mode {mode!r}")
+
+
+def _set_argv(argv0, option, target, args):
+    """sys.argv and sys.orig_argv as python itself would have them."""
+    sys.argv[:] = [argv0, *args]
+    head = [sys.orig_argv[0]] + ([option, target] if option else [target])
+    sys.orig_argv[:] = head + list(args)
+
+
+def _set_path0(path0):
+    """CPython prepends the program's directory unless -P/PYTHONSAFEPATH is set.
+    Under `python3 -c` it already prepended '' for us."""
+    if sys.flags.safe_path:
+        return
+    if sys.path and sys.path[0] == "":
+        sys.path[0] = path0
+    else:
+        sys.path.insert(0, path0)
+
+
+def _fresh_main_dict():
+    """The __main__ namespace exactly as the interpreter made it before running -c."""
+    main = sys.modules["__main__"]
+    return main.__dict__
+
+
+def _exit(status):
+    """Leave with python's exit status for an uncaught exception (already reported)."""
+    if status is not None:
+        raise SystemExit(status)
+
+
+def _run_script(toplevel, path, args):
+    _set_argv(path, None, path, args)
+    # CPython makes the file name absolute by joining it to the working directory,
+    # without normalising it ('./x.py' -> '/cwd/./x.py'); tracebacks show that name.
+    filename = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    # sys.path[0] is the directory of the script with symbolic links resolved.
+    _set_path0(os.path.dirname(os.path.realpath(path)))
+
+    try:
+        with open(filename, "rb") as f:
+            source = f.read()
+    except OSError as exc:
+        sys.stderr.write(f"{sys.orig_argv[0]}: can't open file {filename!r}: "
+                         f"[Errno {exc.errno}] {exc.strerror}\n")
+        raise SystemExit(2) from None
+
+    globals_ = _fresh_main_dict()
+    globals_["__file__"] = filename
+    globals_["__cached__"] = None
+    from importlib.machinery import SourceFileLoader
+    globals_["__loader__"] = SourceFileLoader("__main__", filename)
+    try:
+        code = compile(source, filename, "exec", dont_inherit=True)
+        status = None
+    except SyntaxError as exc:
+        # python reports a script's syntax error with no traceback entries.
+        status = toplevel.fail(exc.with_traceback(None), True)
+    del source
+    if status is None:
+        # A SystemExit from the program propagates from here with __file__ still
+        # set, as under python (its handler exits before the clean-up below).
+        status = toplevel.run(code, globals_, True)
+        del code
+    # CPython removes them once the script is done (before atexit handlers run).
+    globals_.pop("__file__", None)
+    globals_.pop("__cached__", None)
+    _exit(status)
+
+
+def _run_module(toplevel, module, args):
+    # runpy replaces sys.argv[0] with the module's file once it is found.
+    _set_argv("-m", "-m", module, args)
+    _set_path0(os.getcwd())
+    import runpy
+    _exit(toplevel.run(runpy._run_module_as_main, (module, True)))
+
+
+def _run_command(toplevel, command, args):
+    _set_argv("-c", "-c", command, args)
+    globals_ = _fresh_main_dict()
+    try:
+        code = compile(command, "<string>", "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        _exit(toplevel.fail(exc.with_traceback(None)))
+        return
+    _exit(toplevel.run(code, globals_))

@@ -1,0 +1,88 @@
+// interpreter_command.cpp: see include/portal/interpreter_command.hpp.
+#include "portal/interpreter_command.hpp"
+
+#include <array>
+#include <fstream>
+#include <sys/stat.h>
+
+namespace portal {
+
+namespace {
+
+// A Python string literal for `s` (single-quoted, backslash-escaped).
+std::string python_literal(const std::string& s) {
+    std::string out = "'";
+    for (char c : s) {
+        if (c == '\\' || c == '\'') {
+            out += '\\';
+        }
+        out += c;
+    }
+    return out + "'";
+}
+
+bool has_zip_end_record(std::ifstream& in, std::streamoff size) {
+    // The end-of-central-directory record is within the last 65,557 bytes.
+    const std::streamoff tail = std::min<std::streamoff>(size, 65557);
+    std::string buf(static_cast<std::size_t>(tail), '\0');
+    in.seekg(size - tail);
+    in.read(buf.data(), tail);
+    return buf.find(std::string("PK\x05\x06", 4)) != std::string::npos;
+}
+
+}  // namespace
+
+std::string bootstrap_line(const std::string& package_dir) {
+    return "__import__('sys').path.insert(0, " + python_literal(package_dir) +
+           ");__import__('_portal.boot').boot.main()";
+}
+
+bool runs_as_source(const std::string& path) {
+    struct stat st {};
+    if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
+        return false;
+    }
+    if (path.size() >= 4 && path.compare(path.size() - 4, 4, ".pyc") == 0) {
+        return false;
+    }
+    std::ifstream in(path, std::ios::binary);
+    if (!in) {
+        return true;  // unreadable: the bootstrap reports it as python does
+    }
+    std::array<char, 4> head{};
+    in.read(head.data(), head.size());
+    // CPython 3.11's bytecode magic: 3495, then \r\n.
+    if (in.gcount() >= 2 && static_cast<unsigned char>(head[0]) == 0xa7 && head[1] == 0x0d) {
+        return false;
+    }
+    in.clear();
+    return !has_zip_end_record(in, st.st_size);
+}
+
+std::vector<std::string> interpreter_argv(const ProgramSpec& program, const Installation& where) {
+    std::vector<std::string> argv{where.python};
+    const char* mode = nullptr;
+    switch (program.kind) {
+        case ProgramKind::Script:
+            if (!runs_as_source(program.target)) {
+                argv.push_back(program.target);
+                argv.insert(argv.end(), program.args.begin(), program.args.end());
+                return argv;
+            }
+            mode = "script";
+            break;
+        case ProgramKind::Module:
+            mode = "module";
+            break;
+        case ProgramKind::Command:
+            mode = "command";
+            break;
+        case ProgramKind::None:
+            return argv;
+    }
+    argv.insert(argv.end(), {"-c", bootstrap_line(where.package_dir), mode, program.target});
+    argv.insert(argv.end(), program.args.begin(), program.args.end());
+    return argv;
+}
+
+}  // namespace portal

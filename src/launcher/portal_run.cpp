@@ -1,0 +1,95 @@
+// portal_run.cpp: see include/portal/portal_run.hpp.
+#include "portal/portal_run.hpp"
+
+#include <iostream>
+#include <set>
+
+#include <CLI/CLI.hpp>
+
+#include "portal/command_line.hpp"
+#include "portal/installation.hpp"
+#include "portal/interpreter_command.hpp"
+#include "portal/log.hpp"
+#include "portal/supervisor.hpp"
+#include "portal/version.hpp"
+
+namespace portal {
+
+namespace {
+
+constexpr int kUsageExit = 2;  // as python's own usage errors
+
+struct RunOptions {
+    bool version = false;
+};
+
+void describe(CLI::App& app, RunOptions& opts) {
+    const std::string name = app.get_name();
+    app.description(
+        "Run a Python program exactly as /usr/bin/python3 would; when an out-of-memory error "
+        "reaches one of its loops, Portal suspends it so that it can be resumed on a larger "
+        "machine.\n\n  " +
+        name + " [OPTIONS] SCRIPT [ARGS...]\n  " + name + " [OPTIONS] -m MODULE [ARGS...]\n  " +
+        name + " [OPTIONS] -c CODE [ARGS...]");
+    app.footer(
+        "Portal's options come before the program; everything after SCRIPT (or -m MODULE, "
+        "-c CODE) is the program's own, --help included.");
+    app.add_flag("--version", opts.version, "Print Portal's version and exit");
+}
+
+// Options that take a separate value, so that the splitter does not mistake the
+// value for the script.
+std::set<std::string> options_with_value(const CLI::App& app) {
+    std::set<std::string> names;
+    for (const CLI::Option* opt : app.get_options()) {
+        if (opt->get_type_size() == 0) {
+            continue;  // a flag
+        }
+        for (const auto& n : opt->get_lnames()) names.insert("--" + n);
+        for (const auto& n : opt->get_snames()) names.insert("-" + n);
+    }
+    return names;
+}
+
+}  // namespace
+
+int portal_run(const std::vector<std::string>& args, const std::string& invoked_as) {
+    CLI::App app{"", invoked_as};
+    RunOptions opts;
+    describe(app, opts);
+
+    SplitCommandLine split;
+    try {
+        split = split_command_line(args, options_with_value(app));
+        std::vector<std::string> reversed(split.portal_args.rbegin(), split.portal_args.rend());
+        app.parse(reversed);
+    } catch (const CLI::CallForHelp&) {
+        std::cout << app.help();
+        return 0;
+    } catch (const CLI::ParseError& e) {
+        log::say(invoked_as, log::lowercase_first(e.what()) + " (see " + invoked_as + " --help)");
+        return kUsageExit;
+    } catch (const UsageError& e) {
+        log::say(invoked_as, std::string(e.what()) + " (see " + invoked_as + " --help)");
+        return kUsageExit;
+    }
+    if (opts.version) {
+        std::cout << invoked_as << " (portal) " << kVersion << "\n";
+        return 0;
+    }
+    if (split.program.kind == ProgramKind::None) {
+        log::say(invoked_as, "no program given: name a script, -m MODULE or -c CODE (see " +
+                                 invoked_as + " --help)");
+        return kUsageExit;
+    }
+
+    const auto installation = locate_installation(self_executable());
+    if (!installation) {
+        return 1;
+    }
+    const auto argv = interpreter_argv(split.program, *installation);
+    log::debug("interpreter", argv.front() + " with " + std::to_string(argv.size() - 1) + " arguments");
+    return supervise(argv);
+}
+
+}  // namespace portal

@@ -1,0 +1,128 @@
+// supervisor.cpp: see include/portal/supervisor.hpp.
+#include "portal/supervisor.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstring>
+#include <iostream>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "portal/exit_status.hpp"
+#include "portal/log.hpp"
+
+namespace portal {
+
+namespace {
+
+std::atomic<pid_t> g_child{0};
+std::atomic<int> g_forwarded{0};
+
+constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+
+// A signal from the terminal (Ctrl-C, Ctrl-\, hang-up) reaches the whole foreground
+// process group, the child included: forwarding it too would deliver it twice
+// (a second KeyboardInterrupt in the middle of the first one's traceback).  Only a
+// signal sent to the supervisor alone (kill PID) is passed on.
+void forward(int signo, siginfo_t* info, void*) {
+    const pid_t child = g_child.load();
+    if (child <= 0) {
+        return;
+    }
+    if (info != nullptr && info->si_code == SI_KERNEL) {
+        return;
+    }
+    g_forwarded.store(signo);
+    kill(child, signo);
+}
+
+// A signal portal-run was started with ignored (nohup) stays ignored, for the
+// child too, as it would be for python.
+bool ignored(int signo) {
+    struct sigaction current {};
+    sigaction(signo, nullptr, &current);
+    return !(current.sa_flags & SA_SIGINFO) && current.sa_handler == SIG_IGN;
+}
+
+void install_forwarding() {
+    struct sigaction sa {};
+    sa.sa_sigaction = forward;
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigemptyset(&sa.sa_mask);
+    for (int signo : kForwarded) {
+        if (!ignored(signo)) {
+            sigaction(signo, &sa, nullptr);
+        }
+    }
+}
+
+sigset_t forwarded_set() {
+    sigset_t set;
+    sigemptyset(&set);
+    for (int signo : kForwarded) {
+        sigaddset(&set, signo);
+    }
+    return set;
+}
+
+[[noreturn]] void exec_child(const std::vector<std::string>& argv, const sigset_t& old_mask) {
+    // The child starts with the dispositions and mask portal-run itself was given.
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    for (int signo : kForwarded) {
+        if (!ignored(signo)) {
+            sigaction(signo, &dfl, nullptr);
+        }
+    }
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    std::vector<char*> cargv;
+    cargv.reserve(argv.size() + 1);
+    for (const auto& a : argv) {
+        cargv.push_back(const_cast<char*>(a.c_str()));
+    }
+    cargv.push_back(nullptr);
+    execv(cargv[0], cargv.data());
+    log::say(argv[0], std::string("cannot start the interpreter: ") + std::strerror(errno) +
+                          " (reinstall it: bash scripts/setup.sh)");
+    _exit(127);
+}
+
+}  // namespace
+
+int supervise(const std::vector<std::string>& argv) {
+    std::cout.flush();
+    std::cerr.flush();
+    // The forwarded signals are held from before the fork until the child's pid is
+    // known, so that none is lost in between; the child resets them before exec.
+    install_forwarding();
+    const sigset_t held = forwarded_set();
+    sigset_t old_mask;
+    sigprocmask(SIG_BLOCK, &held, &old_mask);
+    const pid_t pid = fork();
+    if (pid < 0) {
+        log::say("fork", std::strerror(errno));
+        return 1;
+    }
+    if (pid == 0) {
+        exec_child(argv, old_mask);
+    }
+    g_child.store(pid);
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+
+    int status = 0;
+    while (waitpid(pid, &status, 0) < 0) {
+        if (errno != EINTR) {
+            log::say("waitpid", std::strerror(errno));
+            return 1;
+        }
+    }
+    const ChildOutcome outcome = interpret_wait_status(status, g_forwarded.load());
+    if (outcome.report) {
+        log::say(outcome.report->subject, outcome.report->problem);
+    }
+    return outcome.exit_code;
+}
+
+}  // namespace portal

@@ -1,0 +1,149 @@
+/* toplevel.c: the `_portal._toplevel` extension module.
+ *
+ * Runs the program's top level (a script's code, or runpy for -m) the way
+ * CPython's own main does: as a bottom frame, with the same handling of an
+ * uncaught exception (flush, sys.excepthook, exit status 1, SystemExit, and the
+ * exit by SIGINT after finalisation for an unhandled KeyboardInterrupt).  The
+ * interpreter process is Debian's /usr/bin/python3 started by portal-run with a
+ * bootstrap (python/_portal/boot.py); this module is what makes the bootstrap's
+ * own frames invisible to the program.
+ */
+#define PY_SSIZE_T_CLEAN
+#include <Python.h>
+#include <signal.h>
+#include <unistd.h>
+
+#include "portal/frame_access.h"
+
+static int exit_by_sigint_registered = 0;
+
+/* Py_AtExit callback: the last step of Py_FinalizeEx.  CPython's main exits by
+ * SIGINT after an unhandled KeyboardInterrupt, so that a calling shell learns of
+ * the ^C; the interpreter process does the same. */
+static void exit_by_sigint(void)
+{
+    if (PyOS_setsig(SIGINT, SIG_DFL) == SIG_ERR) {
+        perror("signal");
+    } else {
+        kill(getpid(), SIGINT);
+    }
+}
+
+/* CPython's flush_io(): flush sys.stderr, then sys.stdout, keeping the pending
+ * exception.  The file runner does it before printing a traceback, which fixes
+ * how output and traceback interleave on one pipe. */
+static void flush_io(void)
+{
+    PyObject *type, *value, *tb;
+    PyErr_Fetch(&type, &value, &tb);
+    const char *names[2] = {"stderr", "stdout"};
+    for (int i = 0; i < 2; i++) {
+        PyObject *f = PySys_GetObject(names[i]); /* borrowed */
+        if (f != NULL && f != Py_None) {
+            PyObject *r = PyObject_CallMethod(f, "flush", NULL); /* new */
+            if (r == NULL) {
+                PyErr_Clear();
+            }
+            Py_XDECREF(r);
+        }
+    }
+    PyErr_Restore(type, value, tb); /* steals all three */
+}
+
+/* The exception pending now escaped the program's top level.  SystemExit stays
+ * pending (returns NULL): the caller lets it propagate, and the interpreter's -c
+ * runner handles it exactly as for a script (exit code, message, finalisation,
+ * __main__.__file__ still set).  Anything else is reported as CPython's main
+ * reports it, and the exit status python would use (1) is returned as a new int. */
+static PyObject *toplevel_failed(int flush)
+{
+    if (flush) {
+        flush_io();
+    }
+    if (PyErr_ExceptionMatches(PyExc_SystemExit)) {
+        return NULL;
+    }
+    if (PyErr_ExceptionMatches(PyExc_KeyboardInterrupt) && !exit_by_sigint_registered) {
+        if (Py_AtExit(exit_by_sigint) == 0) {
+            exit_by_sigint_registered = 1;
+        }
+    }
+    PyErr_Print(); /* sys.excepthook, sys.last_*; exits itself if the hook raises SystemExit */
+    return PyLong_FromLong(1); /* new */
+}
+
+/* run(target, arg, flush_io) -> None or exit status
+ *   target is a code object: exec it with globals `arg`;
+ *   otherwise call target(*arg).
+ * The call runs as a bottom frame.  Returns None when it returns; on an uncaught
+ * exception, reports it as CPython's main does and returns the exit status
+ * (SystemExit propagates instead).  flush_io: flush the std streams first (the
+ * script runner does). */
+static PyObject *toplevel_run(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *target, *arg; /* borrowed */
+    int flush = 0;
+    if (!PyArg_ParseTuple(args, "OO|p:run", &target, &arg, &flush)) {
+        return NULL;
+    }
+    if (PyCode_Check(target) && !PyDict_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "run: globals must be a dict");
+        return NULL;
+    }
+    if (!PyCode_Check(target) && !PyTuple_Check(arg)) {
+        PyErr_SetString(PyExc_TypeError, "run: arguments must be a tuple");
+        return NULL;
+    }
+
+    portal_frame_link link = portal_frame_detach_caller();
+    PyObject *result = PyCode_Check(target)
+        ? PyEval_EvalCode(target, arg, arg)   /* new */
+        : PyObject_Call(target, arg, NULL);   /* new */
+    portal_frame_reattach(link);
+
+    if (result == NULL) {
+        return toplevel_failed(flush);
+    }
+    Py_DECREF(result);
+    Py_RETURN_NONE;
+}
+
+/* fail(exc, flush_io) -> exit status: report `exc` (raised before the program
+ * started, e.g. the script's SyntaxError) as run() reports an uncaught exception. */
+static PyObject *toplevel_fail(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *exc; /* borrowed */
+    int flush = 0;
+    if (!PyArg_ParseTuple(args, "O|p:fail", &exc, &flush)) {
+        return NULL;
+    }
+    if (!PyExceptionInstance_Check(exc)) {
+        PyErr_SetString(PyExc_TypeError, "fail: an exception instance is required");
+        return NULL;
+    }
+    PyErr_SetObject((PyObject *)Py_TYPE(exc), exc); /* does not steal */
+    return toplevel_failed(flush);
+}
+
+static PyMethodDef toplevel_methods[] = {
+    {"run", toplevel_run, METH_VARARGS,
+     "run(target, arg, flush_io=False): run the program's top level as python's main does."},
+    {"fail", toplevel_fail, METH_VARARGS,
+     "fail(exc, flush_io=False): report an exception raised before the program started."},
+    {NULL, NULL, 0, NULL},
+};
+
+static struct PyModuleDef toplevel_module = {
+    .m_base = PyModuleDef_HEAD_INIT,
+    .m_name = "_portal._toplevel",
+    .m_doc = "Run the program's top level as CPython's main does.",
+    .m_size = -1,
+    .m_methods = toplevel_methods,
+};
+
+PyMODINIT_FUNC PyInit__toplevel(void)
+{
+    return PyModule_Create(&toplevel_module);
+}

@@ -1,0 +1,75 @@
+#include "portal/interpreter_command.hpp"
+
+#include <cstdio>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+namespace portal {
+namespace {
+
+struct TempFile {
+    std::string path;
+    explicit TempFile(const std::string& content, const std::string& suffix = ".py") {
+        char tmpl[] = "/tmp/portal_ic_XXXXXX";
+        int fd = mkstemp(tmpl);
+        close(fd);
+        path = std::string(tmpl) + suffix;
+        std::rename(tmpl, path.c_str());
+        std::ofstream(path, std::ios::binary) << content;
+    }
+    ~TempFile() { std::remove(path.c_str()); }
+};
+
+const Installation kWhere{"/usr/bin/python3", "/opt/portal/python"};
+
+TEST(BootstrapLine, QuotesThePackageDirectory) {
+    EXPECT_EQ(bootstrap_line("/a/b'c"),
+              "__import__('sys').path.insert(0, '/a/b\\'c');__import__('_portal.boot').boot.main()");
+}
+
+TEST(RunsAsSource, OnlyRegularSourceFiles) {
+    TempFile src("print('hi')\n");
+    EXPECT_TRUE(runs_as_source(src.path));
+    EXPECT_FALSE(runs_as_source("/nonexistent/x.py"));
+    EXPECT_FALSE(runs_as_source("/tmp"));
+    TempFile pyc(std::string("\xa7\x0d\x0d\x0a", 4) + std::string(12, '\0'), ".bin");
+    EXPECT_FALSE(runs_as_source(pyc.path));
+    TempFile named_pyc("anything", ".pyc");
+    EXPECT_FALSE(runs_as_source(named_pyc.path));
+    TempFile zip(std::string("PK\x03\x04", 4) + std::string(30, 'x') + std::string("PK\x05\x06", 4) +
+                 std::string(18, '\0'));
+    EXPECT_FALSE(runs_as_source(zip.path));
+}
+
+TEST(InterpreterArgv, ScriptGoesThroughTheBootstrap) {
+    TempFile src("pass\n");
+    ProgramSpec p{ProgramKind::Script, src.path, {"--help", "x"}};
+    auto argv = interpreter_argv(p, kWhere);
+    ASSERT_EQ(argv.size(), 7u);
+    EXPECT_EQ(argv[0], "/usr/bin/python3");
+    EXPECT_EQ(argv[1], "-c");
+    EXPECT_EQ(argv[2], bootstrap_line("/opt/portal/python"));
+    EXPECT_EQ(argv[3], "script");
+    EXPECT_EQ(argv[4], src.path);
+    EXPECT_EQ(argv[5], "--help");
+    EXPECT_EQ(argv[6], "x");
+}
+
+TEST(InterpreterArgv, MissingScriptIsHandedToPythonAsIs) {
+    ProgramSpec p{ProgramKind::Script, "/nonexistent/x.py", {"a"}};
+    EXPECT_EQ(interpreter_argv(p, kWhere),
+              (std::vector<std::string>{"/usr/bin/python3", "/nonexistent/x.py", "a"}));
+}
+
+TEST(InterpreterArgv, ModuleAndCommand) {
+    auto m = interpreter_argv({ProgramKind::Module, "json.tool", {"f"}}, kWhere);
+    EXPECT_EQ(std::vector<std::string>(m.begin() + 3, m.end()),
+              (std::vector<std::string>{"module", "json.tool", "f"}));
+    auto c = interpreter_argv({ProgramKind::Command, "print(1)", {}}, kWhere);
+    EXPECT_EQ(std::vector<std::string>(c.begin() + 3, c.end()),
+              (std::vector<std::string>{"command", "print(1)"}));
+}
+
+}  // namespace
+}  // namespace portal
