@@ -1,0 +1,54 @@
+#!/usr/bin/env bash
+# setup.sh: from a fresh Debian 12 machine to an installed Portal, idempotently.
+#   1. install the Debian packages the build, the tests and the examples need
+#      (only those missing; `apt-get update` only when something is missing);
+#   2. configure and build with CMake (against /usr/bin/python3, whatever python3
+#      is first on PATH);
+#   3. install portal-run and portal into $PREFIX/bin (default /usr/local) and
+#      the Python package into $PREFIX/lib/portal/python.
+# Options (environment): PREFIX, BUILD_DIR (default ./build), JOBS.
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+PREFIX=${PREFIX:-/usr/local}
+BUILD_DIR=${BUILD_DIR:-$here/build}
+JOBS=${JOBS:-$(nproc)}
+
+packages=(
+  # toolchain
+  g++ make cmake pkg-config
+  # the interpreter Portal runs programs with, and its headers
+  python3 python3-dev libpython3.11-dev
+  # what the programs, tests and examples use
+  python3-numpy python3-torch python3-pytest
+  # C++ libraries
+  pybind11-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libgtest-dev
+)
+
+say() { echo "portal: setup: $*" >&2; }
+
+as_root() {
+  if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi
+}
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed"; then
+    missing+=("$p")
+  fi
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  say "installing ${missing[*]}"
+  as_root apt-get update -qq
+  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+else
+  say "all Debian packages present"
+fi
+
+say "building in $BUILD_DIR"
+cmake -S "$here" -B "$BUILD_DIR" -DCMAKE_INSTALL_PREFIX="$PREFIX" -DPORTAL_PYTHON=/usr/bin/python3 >/dev/null
+cmake --build "$BUILD_DIR" -j "$JOBS" >/dev/null
+
+say "installing into $PREFIX"
+as_root cmake --install "$BUILD_DIR" >/dev/null
+say "ready: $(command -v portal-run || echo "$PREFIX/bin/portal-run") ($("$PREFIX/bin/portal-run" --version))"
