@@ -1,9 +1,12 @@
 /* frame_access.h: the only door to CPython's per-version frame internals.
  *
- * Everything that depends on the layout of _PyInterpreterFrame, _PyCFrame or
- * PyThreadState lives in src/native/frame_access.c, which refuses to build for a
- * Python version whose layout has not been checked.  Callers see only the narrow
- * operations below.
+ * Everything that depends on the layout of _PyInterpreterFrame, _PyCFrame,
+ * PyThreadState or generator objects lives in src/native/frame_access.c, which
+ * refuses to build for a Python version whose layout has not been checked.
+ * Callers see only the narrow operations below.  All need the GIL.
+ *
+ * Reference conventions: "borrowed" results must not be decref'ed and are valid
+ * while the frame lives; "new" results are owned by the caller.
  */
 #ifndef PORTAL_FRAME_ACCESS_H
 #define PORTAL_FRAME_ACCESS_H
@@ -14,17 +17,69 @@
 extern "C" {
 #endif
 
+/* ---- the top level ------------------------------------------------------ */
+
 /* An opaque saved link to the Python frame that is running the caller. */
 typedef struct portal_frame_link {
-    void *frame; /* struct _PyInterpreterFrame * (borrowed, lives on the data stack) */
+    void *frame; /* struct _PyInterpreterFrame * (lives on the data stack) */
 } portal_frame_link;
 
 /* Make the next Python frame entered on this thread a bottom frame: it gets no
  * f_back, so tracebacks, sys._getframe() and warnings see the program's own frames
  * only, as under `python script.py`.  Must be undone by portal_frame_reattach()
- * with the returned link before the caller's frame runs again.  Needs the GIL. */
+ * with the returned link before the caller's frame runs again. */
 portal_frame_link portal_frame_detach_caller(void);
 void portal_frame_reattach(portal_frame_link link);
+
+/* ---- reading a live frame (capture) --------------------------------------- */
+
+/* The interpreter frame behind a frame object, or a generator's own frame. */
+typedef struct _PyInterpreterFrame portal_iframe;
+
+portal_iframe *portal_iframe_of_frame(PyFrameObject *frame);
+/* NULL (with TypeError) unless `gen` is a generator, coroutine or async generator. */
+portal_iframe *portal_iframe_of_gen(PyObject *gen);
+
+/* Number of fast-local slots (locals, cells, free variables) of the frame's code. */
+int portal_iframe_nlocalsplus(portal_iframe *f);
+/* Slot i of localsplus: locals first, then the value stack.  Borrowed; NULL for an
+ * empty slot.  The caller keeps i below the frame's valid extent. */
+PyObject *portal_iframe_slot(portal_iframe *f, int i);
+/* Slot count up to the top of the value stack when it is known (a frame suspended
+ * in an inlined call or a suspended generator), else -1. */
+int portal_iframe_stacktop(portal_iframe *f);
+/* True when the frame was entered from C (not through an inlined Python call). */
+int portal_iframe_is_entry(portal_iframe *f);
+/* The function being run (borrowed; NULL for module and class bodies). */
+PyObject *portal_iframe_function(portal_iframe *f);
+/* The generator's frame state: -2 created, -1 suspended, 0 running, 1 completed,
+ * 4 cleared (CPython's PyFrameState). */
+int portal_gen_frame_state(PyObject *gen);
+/* Byte offset of the instruction before the next one to run (f_lasti). */
+int portal_iframe_lasti(portal_iframe *f);
+
+/* ---- writing a frame that has not started, or a suspended generator ---------- */
+
+/* Replace the frame's fast locals with `locals` (n = nlocalsplus entries; NULL
+ * entries make empty slots), then its value stack with `stack` (nstack entries,
+ * NULL allowed), and make `resume_offset` (bytes) the next instruction.  Free
+ * variables are always taken from the frame's function closure.  References are
+ * not stolen.  Returns -1 with an exception set if the stack does not fit. */
+int portal_iframe_inject(portal_iframe *f, PyObject *const *locals, Py_ssize_t nlocals,
+                         PyObject *const *stack, Py_ssize_t nstack, int resume_offset);
+/* Mark a created generator as suspended at its injected instruction. */
+void portal_gen_mark_suspended(PyObject *gen);
+
+/* ---- the frame-evaluation hook (restore only) ------------------------------- */
+
+/* Called for each frame while installed; must return the frame's result as
+ * _PyEval_EvalFrameDefault does (it may call portal_eval_default). */
+typedef PyObject *(*portal_eval_hook)(PyThreadState *tstate, portal_iframe *f, int throwflag);
+void portal_eval_hook_install(portal_eval_hook hook);
+/* Back to CPython's own evaluation, at full speed (no hook at all). */
+void portal_eval_hook_remove(void);
+PyObject *portal_eval_default(PyThreadState *tstate, portal_iframe *f, int throwflag);
+PyCodeObject *portal_iframe_code(portal_iframe *f); /* borrowed */
 
 #ifdef __cplusplus
 }

@@ -1,14 +1,27 @@
 /* frame_access.c: per-Python-version frame access (see include/portal/frame_access.h).
  *
- * Checked against CPython 3.11 only: PyThreadState.cframe -> _PyCFrame.current_frame
- * is the interpreter frame that the next _PyEval_EvalFrameDefault() call links
- * as `previous` of the frame it pushes.
+ * Checked against CPython 3.11 only (Include/internal/pycore_frame.h of 3.11.2):
+ *  - PyThreadState.cframe->current_frame is the interpreter frame that the next
+ *    _PyEval_EvalFrameDefault() call links as `previous` of the frame it pushes;
+ *  - _PyInterpreterFrame.localsplus holds co_nlocalsplus fast locals (locals,
+ *    cells, free variables) followed by the value stack; `stacktop` is valid only
+ *    while the frame is not running its own eval loop (suspended in an inlined
+ *    call, or a suspended generator);
+ *  - a generator's frame is gi_iframe, its state gi_frame_state;
+ *  - MAKE_CELL and COPY_FREE_VARS run before RESUME: a frame resumed past them
+ *    must be given its cells and free variables directly.
  */
+#define Py_BUILD_CORE 1
 #include "portal/frame_access.h"
+
+#include <internal/pycore_code.h>
+#include <internal/pycore_frame.h>
 
 #if PY_MAJOR_VERSION != 3 || PY_MINOR_VERSION != 11
 #error "portal: frame_access.c has been checked for CPython 3.11 only; check the frame layout of this version first"
 #endif
+
+/* ---- the top level ------------------------------------------------------ */
 
 portal_frame_link portal_frame_detach_caller(void)
 {
@@ -22,4 +35,151 @@ void portal_frame_reattach(portal_frame_link link)
 {
     PyThreadState *tstate = PyThreadState_Get(); /* borrowed */
     tstate->cframe->current_frame = link.frame;
+}
+
+/* ---- reading ---------------------------------------------------------------- */
+
+portal_iframe *portal_iframe_of_frame(PyFrameObject *frame)
+{
+    return frame->f_frame;
+}
+
+static int is_generator_like(PyObject *obj)
+{
+    return PyGen_Check(obj) || PyCoro_CheckExact(obj) || PyAsyncGen_CheckExact(obj);
+}
+
+portal_iframe *portal_iframe_of_gen(PyObject *gen)
+{
+    if (!is_generator_like(gen)) {
+        PyErr_Format(PyExc_TypeError, "a generator is required, not %.100s", Py_TYPE(gen)->tp_name);
+        return NULL;
+    }
+    return (portal_iframe *)((PyGenObject *)gen)->gi_iframe;
+}
+
+int portal_iframe_nlocalsplus(portal_iframe *f)
+{
+    return f->f_code->co_nlocalsplus;
+}
+
+PyObject *portal_iframe_slot(portal_iframe *f, int i)
+{
+    return f->localsplus[i];
+}
+
+int portal_iframe_stacktop(portal_iframe *f)
+{
+    return f->stacktop;
+}
+
+int portal_iframe_is_entry(portal_iframe *f)
+{
+    return f->is_entry;
+}
+
+PyObject *portal_iframe_function(portal_iframe *f)
+{
+    return (PyObject *)f->f_func;
+}
+
+int portal_gen_frame_state(PyObject *gen)
+{
+    return ((PyGenObject *)gen)->gi_frame_state;
+}
+
+int portal_iframe_lasti(portal_iframe *f)
+{
+    return _PyInterpreterFrame_LASTI(f) * (int)sizeof(_Py_CODEUNIT);
+}
+
+PyCodeObject *portal_iframe_code(portal_iframe *f)
+{
+    return f->f_code;
+}
+
+/* ---- writing ---------------------------------------------------------------- */
+
+int portal_iframe_inject(portal_iframe *f, PyObject *const *locals, Py_ssize_t nlocals,
+                         PyObject *const *stack, Py_ssize_t nstack, int resume_offset)
+{
+    PyCodeObject *co = f->f_code; /* borrowed */
+    const int nlocalsplus = co->co_nlocalsplus;
+    if (nlocals != nlocalsplus) {
+        PyErr_Format(PyExc_ValueError, "%d fast locals expected for %U, got %zd",
+                     nlocalsplus, co->co_qualname, nlocals);
+        return -1;
+    }
+    if (nstack < 0 || nstack > co->co_stacksize) {
+        PyErr_Format(PyExc_ValueError, "stack of %zd items does not fit %U (stack size %d)",
+                     nstack, co->co_qualname, co->co_stacksize);
+        return -1;
+    }
+    if (resume_offset < 0 || resume_offset % (int)sizeof(_Py_CODEUNIT) != 0 ||
+        resume_offset >= (int)(Py_SIZE(co) * sizeof(_Py_CODEUNIT))) {
+        PyErr_Format(PyExc_ValueError, "bad resume offset %d for %U", resume_offset, co->co_qualname);
+        return -1;
+    }
+    /* The current stack (e.g. the None a generator's first send pushed) goes. */
+    int top = f->stacktop;
+    if (top < nlocalsplus) {
+        top = nlocalsplus;
+    }
+    for (int i = nlocalsplus; i < top; i++) {
+        Py_CLEAR(f->localsplus[i]);
+    }
+    /* Free variables come from the closure, exactly as COPY_FREE_VARS would. */
+    const int nfree = co->co_nfreevars;
+    PyObject *closure = f->f_func ? f->f_func->func_closure : NULL; /* borrowed */
+    for (int i = 0; i < nlocalsplus; i++) {
+        PyObject *value = locals[i];
+        const int free_index = i - (nlocalsplus - nfree);
+        if (free_index >= 0 && closure != NULL && free_index < PyTuple_GET_SIZE(closure)) {
+            value = PyTuple_GET_ITEM(closure, free_index);
+        }
+        Py_XINCREF(value);
+        Py_XSETREF(f->localsplus[i], value);
+    }
+    for (Py_ssize_t i = 0; i < nstack; i++) {
+        Py_XINCREF(stack[i]);
+        f->localsplus[nlocalsplus + i] = stack[i];
+    }
+    f->stacktop = nlocalsplus + (int)nstack;
+    f->prev_instr = _PyCode_CODE(co) + resume_offset / (int)sizeof(_Py_CODEUNIT) - 1;
+    return 0;
+}
+
+void portal_gen_mark_suspended(PyObject *gen)
+{
+    ((PyGenObject *)gen)->gi_frame_state = FRAME_SUSPENDED;
+}
+
+/* ---- the frame-evaluation hook ------------------------------------------------ */
+
+static portal_eval_hook current_hook = NULL;
+
+static PyObject *eval_trampoline(PyThreadState *tstate, struct _PyInterpreterFrame *f, int throwflag)
+{
+    if (current_hook != NULL) {
+        return current_hook(tstate, f, throwflag);
+    }
+    return _PyEval_EvalFrameDefault(tstate, f, throwflag);
+}
+
+void portal_eval_hook_install(portal_eval_hook hook)
+{
+    current_hook = hook;
+    _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), eval_trampoline);
+}
+
+void portal_eval_hook_remove(void)
+{
+    current_hook = NULL;
+    /* Setting the default back clears the hook: inlined calls resume. */
+    _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), _PyEval_EvalFrameDefault);
+}
+
+PyObject *portal_eval_default(PyThreadState *tstate, portal_iframe *f, int throwflag)
+{
+    return _PyEval_EvalFrameDefault(tstate, f, throwflag);
 }
