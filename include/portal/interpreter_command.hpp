@@ -30,4 +30,7 @@ bool runs_as_source(const std::string& path);
 
 std::vector<std::string> interpreter_argv(const ProgramSpec& program, const Installation& where);
 
+// The interpreter's command line that resumes the suspended job in `job_dir`.
+std::vector<std::string> resume_argv(const std::string& job_dir, const Installation& where);
+
 }  // namespace portal

@@ -7,6 +7,7 @@
 
 #include "portal/log.hpp"
 #include "portal/portal_run.hpp"
+#include "portal/resume.hpp"
 #include "portal/version.hpp"
 
 int main(int argc, char** argv) {
@@ -20,22 +21,34 @@ int main(int argc, char** argv) {
     CLI::App app{"Portal: suspend a Python job that runs out of memory, resume it on a larger machine.",
                  "portal"};
     app.require_subcommand(1);
-    bool version = false;
-    app.add_flag("--version", version, "Print Portal's version and exit");
+    app.set_version_flag("--version", std::string("portal ") + portal::kVersion);
     app.add_subcommand("run", "Run a program under Portal (same as portal-run); see `portal run --help`");
+
+    portal::ResumeRequest resume;
+    CLI::App* resume_cmd = app.add_subcommand(
+        "resume", "Continue a suspended job here, in the foreground, from the iteration that failed");
+    resume_cmd->add_option("JOB", resume.job, "The job id (a unique prefix is enough)")->required();
+    resume_cmd->add_option("--mem", resume.mem,
+                           "Memory the job needs, in GiB or with a unit (64, 512M); refused if this "
+                           "machine has less");
+    resume_cmd->add_option("--gpu", resume.gpu, "GPU model the job needs (e.g. A100); refused if absent");
+    resume_cmd->add_option("--on", resume.on, "Where to run it: 'local' (this machine, the default)");
+
     try {
         std::vector<std::string> reversed(args.rbegin(), args.rend());
-        if (!args.empty() && args.front() == "--version") {
-            std::cout << "portal " << portal::kVersion << "\n";
-            return 0;
-        }
         app.parse(reversed);
     } catch (const CLI::CallForHelp&) {
         std::cout << app.help();
         return 0;
+    } catch (const CLI::CallForVersion&) {
+        std::cout << "portal " << portal::kVersion << "\n";
+        return 0;
     } catch (const CLI::ParseError& e) {
         portal::log::say("portal", portal::log::lowercase_first(e.what()) + " (see portal --help)");
         return 2;
+    }
+    if (resume_cmd->parsed()) {
+        return portal::portal_resume(resume);
     }
     return 0;
 }

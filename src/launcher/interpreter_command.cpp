@@ -85,4 +85,8 @@ std::vector<std::string> interpreter_argv(const ProgramSpec& program, const Inst
     return argv;
 }
 
+std::vector<std::string> resume_argv(const std::string& job_dir, const Installation& where) {
+    return {where.python, "-c", bootstrap_line(where.package_dir), "resume", job_dir};
+}
+
 }  // namespace portal

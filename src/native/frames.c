@@ -18,6 +18,7 @@
  *       hook is removed (full speed again)
  *   resume_pending() -> number of chain entries not yet entered
  *   resume_cancel(): remove the hook and drop the chain
+ *   fake_oom_configure / fake_oom_tick: PORTAL_FAKE_OOM's trigger (fake_oom.c)
  * `empty` is the caller's marker for an empty slot (C NULL) in both directions.
  */
 #define PY_SSIZE_T_CLEAN
@@ -25,6 +26,7 @@
 #include <frameobject.h>
 
 #include "portal/frame_access.h"
+#include "fake_oom.h"
 
 /* ---- reading ---------------------------------------------------------------- */
 
@@ -335,6 +337,9 @@ static PyMethodDef frames_methods[] = {
     {"resume", frames_resume, METH_VARARGS, "resume(chain, empty): re-enter frames in order"},
     {"resume_pending", frames_resume_pending, METH_NOARGS, "number of chain entries not yet entered"},
     {"resume_cancel", frames_resume_cancel, METH_NOARGS, "remove the hook and drop the chain"},
+    {"fake_oom_configure", portal_fake_oom_configure, METH_VARARGS,
+     "fake_oom_configure(counts, targets, factory): arm PORTAL_FAKE_OOM"},
+    {"fake_oom_tick", portal_fake_oom_tick, METH_O, "fake_oom_tick(i): a hit of spec i"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -1,0 +1,25 @@
+// resume.hpp: `portal resume JOB [--mem SIZE] [--gpu TYPE] [--on SPEC]`.
+//
+// Continues a suspended job in the foreground, with the program's own output and
+// exit status (75 again if it is suspended again).  The stages, in order:
+//   1. find the job (a unique prefix of its id is enough) and check it is suspended;
+//   2. check this machine is what was asked for (--mem, --gpu, --on); a refusal
+//      leaves the job suspended, intact;
+//   3. start the interpreter on the checkpoint and wait (supervisor);
+//   4. record how the run ended in the job record.
+#pragma once
+
+#include <string>
+
+namespace portal {
+
+struct ResumeRequest {
+    std::string job;
+    std::string mem;  // empty: no requirement
+    std::string gpu;  // empty: no requirement
+    std::string on = "local";
+};
+
+int portal_resume(const ResumeRequest& request);
+
+}  // namespace portal

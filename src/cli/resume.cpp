@@ -1,0 +1,102 @@
+// resume.cpp: see include/portal/resume.hpp.
+#include "portal/resume.hpp"
+
+#include <array>
+#include <cstdio>
+#include <memory>
+
+#include "portal/installation.hpp"
+#include "portal/interpreter_command.hpp"
+#include "portal/job_store.hpp"
+#include "portal/log.hpp"
+#include "portal/size.hpp"
+#include "portal/supervisor.hpp"
+
+namespace portal {
+
+namespace {
+
+constexpr int kSuspendedExit = 75;
+constexpr int kRefused = 1;
+
+// Names of this machine's NVIDIA GPUs (empty when there is none or no driver).
+std::string gpu_names() {
+    std::unique_ptr<FILE, int (*)(FILE*)> pipe(
+        popen("nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null", "r"), pclose);
+    if (!pipe) return {};
+    std::string out;
+    std::array<char, 256> buf{};
+    while (fgets(buf.data(), buf.size(), pipe.get())) out += buf.data();
+    return out;
+}
+
+bool machine_fits(const ResumeRequest& request, const std::string& job_id) {
+    if (request.on != "local") {
+        log::say("resume", "--on " + request.on + " is not supported: only 'local' (this machine) is; "
+                           "the job stays suspended (portal resume " + job_id + ")");
+        return false;
+    }
+    if (!request.mem.empty()) {
+        const auto wanted = parse_size(request.mem);
+        if (!wanted) {
+            log::say("resume", "--mem " + request.mem + ": not a size (examples: 64, 64G, 512M)");
+            return false;
+        }
+        const std::uint64_t have = physical_memory();
+        if (have < *wanted) {
+            log::say("resume", "this machine has " + format_size(have) + " of memory, less than the " +
+                                   format_size(*wanted) + " asked for with --mem; resume the job on a "
+                                   "larger machine: it stays suspended, intact (portal resume " + job_id +
+                                   " --mem " + request.mem + ")");
+            return false;
+        }
+    }
+    if (!request.gpu.empty()) {
+        const std::string names = gpu_names();
+        if (names.find(request.gpu) == std::string::npos) {
+            log::say("resume", "--gpu " + request.gpu + ": this machine has " +
+                                   (names.empty() ? std::string("no NVIDIA GPU")
+                                                  : "GPUs " + names.substr(0, names.find_last_not_of('\n') + 1)) +
+                                   "; the job stays suspended (portal resume " + job_id + ")");
+            return false;
+        }
+    }
+    return true;
+}
+
+}  // namespace
+
+int portal_resume(const ResumeRequest& request) {
+    Job job;
+    nlohmann::json record;
+    try {
+        job = find_job(portal_home(), request.job);
+        record = job.read_record();
+    } catch (const JobError& e) {
+        log::say("resume", e.what());
+        return kRefused;
+    }
+    const std::string state = record.value("state", "unknown");
+    if (state != "suspended") {
+        log::say("resume", "job " + job.id + " is " + state + ", not suspended: there is nothing to resume");
+        return kRefused;
+    }
+    if (!machine_fits(request, job.id)) {
+        return kRefused;
+    }
+    const auto installation = locate_installation(self_executable());
+    if (!installation) {
+        return kRefused;
+    }
+    const int code = supervise(resume_argv(job.dir.string(), *installation));
+    if (code != kSuspendedExit) {
+        try {
+            job.update_record({{"state", code == 0 ? "completed" : "failed"}, {"exit_status", code}});
+        } catch (const JobError& e) {
+            log::say("resume", e.what());
+        }
+    }
+    return code;
+}
+
+}  // namespace portal

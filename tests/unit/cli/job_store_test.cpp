@@ -1,0 +1,85 @@
+#include "portal/job_store.hpp"
+
+#include <cstdlib>
+#include <fstream>
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+namespace fs = std::filesystem;
+
+namespace portal {
+namespace {
+
+class JobStoreTest : public ::testing::Test {
+protected:
+    fs::path home;
+    void SetUp() override {
+        char tmpl[] = "/tmp/portal_js_XXXXXX";
+        home = mkdtemp(tmpl);
+        fs::create_directories(home / "jobs");
+    }
+    void TearDown() override { fs::remove_all(home); }
+    Job make(const std::string& id) {
+        fs::create_directories(home / "jobs" / id);
+        Job job{id, home / "jobs" / id};
+        job.write_record({{"id", id}, {"state", "suspended"}});
+        return job;
+    }
+};
+
+TEST_F(JobStoreTest, RecordRoundTripsAndIsPrivate) {
+    Job job = make("train-abc123");
+    job.update_record({{"state", "completed"}, {"exit_status", 0}});
+    auto record = job.read_record();
+    EXPECT_EQ(record["state"], "completed");
+    EXPECT_EQ(record["exit_status"], 0);
+    EXPECT_EQ(record["id"], "train-abc123");
+    struct stat st {};
+    ASSERT_EQ(stat(job.record_path().c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0600u);
+    EXPECT_FALSE(fs::exists(job.record_path().string() + ".tmp" + std::to_string(getpid())));
+}
+
+TEST_F(JobStoreTest, FindsByIdOrUniquePrefix) {
+    make("train-abc123");
+    make("train-abd456");
+    make("eval-000001");
+    EXPECT_EQ(find_job(home, "train-abc123").id, "train-abc123");
+    EXPECT_EQ(find_job(home, "train-abd").id, "train-abd456");
+    EXPECT_EQ(find_job(home, "e").id, "eval-000001");
+}
+
+TEST_F(JobStoreTest, AmbiguousOrUnknownPrefixIsAClearError) {
+    make("train-abc123");
+    make("train-abd456");
+    try {
+        find_job(home, "train-ab");
+        FAIL() << "expected JobError";
+    } catch (const JobError& e) {
+        EXPECT_NE(std::string(e.what()).find("train-abc123, train-abd456"), std::string::npos);
+    }
+    EXPECT_THROW(find_job(home, "nope"), JobError);
+    EXPECT_THROW(find_job(home, "../etc"), JobError);
+    EXPECT_THROW(find_job(home, ""), JobError);
+}
+
+TEST_F(JobStoreTest, BrokenRecordIsAClearError) {
+    Job job = make("x-1");
+    { std::ofstream(job.record_path()) << "{not json"; }
+    EXPECT_THROW(job.read_record(), JobError);
+}
+
+TEST(PortalHome, EnvironmentWins) {
+    const char* old_home = std::getenv("HOME");
+    const std::string saved = old_home ? old_home : "";
+    setenv("PORTAL_HOME", "/tmp/somewhere", 1);
+    EXPECT_EQ(portal_home(), fs::path("/tmp/somewhere"));
+    unsetenv("PORTAL_HOME");
+    setenv("HOME", "/home/u", 1);
+    EXPECT_EQ(portal_home(), fs::path("/home/u/.portal"));
+    if (old_home) setenv("HOME", saved.c_str(), 1); else unsetenv("HOME");
+}
+
+}  // namespace
+}  // namespace portal
