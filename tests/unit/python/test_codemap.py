@@ -707,6 +707,13 @@ def test_every_stdlib_loop_wrapped():
                 assert start_line <= node.body[0].end_lineno, (path, site)
                 for k in set(site.stack_kinds):
                     stats["with_" + k] += 1
+                o = site.body_start
+                while c.co_code[o] == dis.opmap["NOP"]:
+                    o += 2
+                cover = [e.target for e in cm.parse_exception_table(c)
+                         if e.start <= o < e.end]
+                if cover != [site.handler]:
+                    stats["body_begins_in_nested_try_or_with"] += 1
                 if len(found) > 1:
                     stats["duplicated_sites"] += 1
     print("\nstdlib loops:", dict(stats))
@@ -937,6 +944,29 @@ def test_for_iter_of_generator_driver():
     assert site.kind == "for_iter" and site.n_slots == 1
     assert cm.for_iter_depth(code, lasti) == site.depth == 1
     assert cm.for_iter_depth(c_positional.__code__, 0) is None
+
+
+def test_for_iter_with_extended_arg():
+    """A long loop body gives FOR_ITER an EXTENDED_ARG prefix; f_lasti is on the
+    FOR_ITER opcode, but the frame must resume at the prefix (else the jump out
+    of the loop loses its high byte)."""
+    seen = []
+
+    def gen():
+        seen.append(sys._getframe(1).f_lasti)
+        yield 1
+
+    body = "\n".join(f"        a{i} = v + {i}" for i in range(150))
+    ns = {}
+    exec(f"def drive(g):\n    for v in g():\n{body}\n", ns)
+    ns["drive"](gen)
+    code = ns["drive"].__code__
+    lasti = seen[0]
+    assert dis.opname[code.co_code[lasti]] == "FOR_ITER"
+    assert dis.opname[code.co_code[lasti - 2]] == "EXTENDED_ARG"
+    site = cm.call_site(code, lasti)
+    assert site.kind == "for_iter" and site.resume_offset == lasti - 2
+    assert cm.for_iter_depth(code, lasti) == 1
 
 
 # --------------------------------------------------------------------------
