@@ -40,7 +40,7 @@ import functools
 import opcode
 import sys
 import types
-from typing import Dict, List, NamedTuple, Optional, Sequence, Set, Tuple
+from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 
 __all__ = [
     "NotResumable", "CodeMapError",

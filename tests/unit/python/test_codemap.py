@@ -662,7 +662,7 @@ def test_every_stdlib_loop_wrapped():
         _wrap_statements(tree.body, loops)
         try:
             co = compile(tree, path, "exec", dont_inherit=True)
-        except SyntaxError as e:  # too many statically nested blocks
+        except SyntaxError:  # too many statically nested blocks
             stats["modules_not_compiled"] += 1
             continue
         stats["modules"] += 1
