@@ -77,8 +77,8 @@ static PyObject *toplevel_failed(int flush)
  *   otherwise call target(*arg).
  * The call runs as a bottom frame.  Returns None when it returns; on an uncaught
  * exception, reports it as CPython's main does and returns the exit status
- * (SystemExit propagates instead).  flush_io: flush the std streams first (the
- * script runner does). */
+ * (SystemExit propagates instead).  flush_io: flush the std streams once the call
+ * is over, returned or raised (the script runner does; -c and -m do not). */
 static PyObject *toplevel_run(PyObject *self, PyObject *args)
 {
     (void)self;
@@ -102,8 +102,15 @@ static PyObject *toplevel_run(PyObject *self, PyObject *args)
         : PyObject_Call(target, arg, NULL);   /* new */
     portal_frame_reattach(link);
 
+    /* CPython's file runner flushes stderr, then stdout, once the script is done,
+     * whether it returned or raised; without it the interpreter's finalisation
+     * would flush stdout first, and output left unterminated on both streams
+     * would come out in the other order on a shared pipe. */
+    if (flush) {
+        flush_io();
+    }
     if (result == NULL) {
-        return toplevel_failed(flush);
+        return toplevel_failed(0);
     }
     Py_DECREF(result);
     Py_RETURN_NONE;
