@@ -17,9 +17,10 @@ import sys
 
 def main():
     # The -c line put our package directory first; the program must not see it.
-    del sys.path[0]
+    package_dir = sys.path.pop(0)
     mode, target, args = sys.argv[1], sys.argv[2], sys.argv[3:]
     from _portal import _toplevel
+    _forget_imports(package_dir)
     if mode == "script":
         _run_script(_toplevel, target, args)
     elif mode == "module":
@@ -28,6 +29,32 @@ def main():
         _run_command(_toplevel, target, args)
     else:
         raise SystemExit(f"portal: boot: unknown mode {mode!r}")
+
+
+def _forget_imports(package_dir):
+    """Take the bootstrap's own imports out of sys.modules and
+    sys.path_importer_cache, which a program can read: under python neither holds
+    them.  The functions running now keep their modules alive."""
+    for name in ("_portal._toplevel", "_portal.boot", "_portal"):
+        sys.modules.pop(name, None)
+    for path in list(sys.path_importer_cache):
+        if path == package_dir or path.startswith(package_dir + os.sep):
+            del sys.path_importer_cache[path]
+
+
+def _get_importer(path):
+    """CPython's get_path_importer(): python looks the script up this way (a zip or a
+    directory would have an importer), leaving its path in sys.path_importer_cache."""
+    cache = sys.path_importer_cache
+    if path in cache:
+        return
+    cache[path] = None
+    for hook in sys.path_hooks:
+        try:
+            cache[path] = hook(path)
+        except ImportError:
+            continue
+        return
 
 
 def _set_argv(argv0, option, target, args):
@@ -65,6 +92,7 @@ def _run_script(toplevel, path, args):
     # CPython makes the file name absolute by joining it to the working directory,
     # without normalising it ('./x.py' -> '/cwd/./x.py'); tracebacks show that name.
     filename = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
+    _get_importer(filename)
     # sys.path[0] is the directory of the script with symbolic links resolved.
     _set_path0(os.path.dirname(os.path.realpath(path)))
 
@@ -79,8 +107,10 @@ def _run_script(toplevel, path, args):
     globals_ = _fresh_main_dict()
     globals_["__file__"] = filename
     globals_["__cached__"] = None
-    from importlib.machinery import SourceFileLoader
-    globals_["__loader__"] = SourceFileLoader("__main__", filename)
+    # The class python uses, taken from where it takes it: importing
+    # importlib.machinery would import importlib (and warnings) for the program.
+    loader_type = sys.modules["_frozen_importlib"]._bootstrap_external.SourceFileLoader
+    globals_["__loader__"] = loader_type("__main__", filename)
     try:
         code = compile(source, filename, "exec", dont_inherit=True)
         status = None
