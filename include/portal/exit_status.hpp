@@ -17,8 +17,8 @@ struct ChildOutcome {
 };
 
 // `wait_status` is waitpid()'s status; `forwarded_signal` is the last signal the
-// supervisor forwarded to the child (0 if none): a death by that signal is the
-// user's doing and needs no explanation.  A child killed by signal N gives 128+N,
+// user sent the child, forwarded by the supervisor or typed at the terminal (0 if
+// none): a death by that signal is the user's doing and needs no explanation.  A child killed by signal N gives 128+N,
 // as a shell reports it.
 ChildOutcome interpret_wait_status(int wait_status, int forwarded_signal);
 

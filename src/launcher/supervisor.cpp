@@ -18,6 +18,9 @@ namespace portal {
 namespace {
 
 std::atomic<pid_t> g_child{0};
+// The last of the signals below that reached the child at the user's request:
+// forwarded by us, or sent by the terminal to the child as well.  A death by it
+// needs no `portal: killed` report (python prints none either).
 std::atomic<int> g_forwarded{0};
 
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
@@ -31,10 +34,12 @@ void forward(int signo, siginfo_t* info, void*) {
     if (child <= 0) {
         return;
     }
+    // Either way the child got it from the user: Ctrl-\ kills python without a
+    // word, and must kill the child without a `portal: killed` report too.
+    g_forwarded.store(signo);
     if (info != nullptr && info->si_code == SI_KERNEL) {
         return;
     }
-    g_forwarded.store(signo);
     kill(child, signo);
 }
 
