@@ -1,0 +1,1 @@
+raise RuntimeError("failing_at_import refuses to be imported")

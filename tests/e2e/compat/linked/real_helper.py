@@ -1,0 +1,1 @@
+"""Importable only from the target directory of the symbolic link."""

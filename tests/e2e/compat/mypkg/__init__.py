@@ -1,0 +1,1 @@
+"""A user package beside the scripts of the corpus."""

@@ -1,0 +1,1 @@
+print("runme_pkg/__init__ imported as", __name__)

@@ -1,0 +1,1 @@
+WHERE = "beside sub/where.py"

@@ -1,0 +1,5 @@
+print("never printed")
+
+
+def f(:
+    pass

@@ -1,0 +1,3 @@
+def fail_if(condition):
+    if condition:
+        raise RuntimeError("failure inside the zip application")

@@ -1,0 +1,280 @@
+"""Shared helpers of the end-to-end tests: find portal-run, lay out a fresh copy of
+the corpus, run a program under /usr/bin/python3 and under portal-run in the same
+conditions, and compare what came out.
+
+The suite runs under Debian's /usr/bin/python3 (CTest starts it so); `portal-run`
+is taken from $PORTAL_RUN, else from PATH.
+"""
+import dataclasses
+import difflib
+import os
+import resource
+import select
+import shutil
+import subprocess
+import time
+from pathlib import Path
+from typing import Callable, Dict, List, Optional
+
+import pytest
+
+PYTHON = "/usr/bin/python3"
+CORPUS = Path(__file__).resolve().parent / "compat"
+RUN_TIMEOUT = 60  # seconds for one program run; a hang fails the test, never the suite
+READY = b"ready"
+
+
+def find_portal_run() -> str:
+    path = os.environ.get("PORTAL_RUN") or shutil.which("portal-run")
+    if not path:
+        raise pytest.UsageError("portal-run not found: set PORTAL_RUN to its path "
+                                "(CTest does) or put it on PATH")
+    path = os.path.abspath(path)
+    if not os.access(path, os.X_OK):
+        raise pytest.UsageError(f"PORTAL_RUN={path} is not an executable")
+    return path
+
+
+@pytest.fixture(scope="session")
+def portal_run() -> str:
+    return find_portal_run()
+
+
+@pytest.fixture(scope="session")
+def portal_cli(portal_run) -> str:
+    """The `portal` command installed or built next to portal-run."""
+    path = os.path.join(os.path.dirname(os.path.realpath(portal_run)), "portal")
+    assert os.access(path, os.X_OK), f"no `portal` executable next to {portal_run}"
+    return path
+
+
+def base_env(overrides: Optional[Dict[str, str]] = None) -> Dict[str, str]:
+    """The environment of every run: the caller's, without anything that would make
+    python or Portal behave differently from one machine to the next."""
+    env = {k: v for k, v in os.environ.items()
+           if not k.startswith(("PYTHON", "PORTAL_")) and k != "PYTEST_CURRENT_TEST"}
+    env["LC_ALL"] = "C.UTF-8"
+    env.update(overrides or {})
+    return env
+
+
+# A program killed by SIGQUIT would dump core into the corpus copy: not for
+# us (the soft limit is inherited by every program run; no preexec_fn, which is
+# unsafe with the threads that run cases ahead).
+resource.setrlimit(resource.RLIMIT_CORE, (0, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+
+
+@dataclasses.dataclass
+class Outcome:
+    stdout: bytes
+    stderr: Optional[bytes]  # None when stderr went into stdout
+    returncode: int
+
+
+def fresh_corpus(workdir: Path, setup: Optional[Callable[[Path], None]] = None) -> Path:
+    """A pristine copy of the corpus at workdir/compat, the same path for both runs
+    of a case (tracebacks and __file__ embed it), with nothing left by an earlier run
+    (__pycache__ written by the first interpreter must not change the second run)."""
+    root = workdir / "compat"
+    if root.exists():
+        shutil.rmtree(root)
+    shutil.copytree(CORPUS, root, symlinks=True)
+    if setup is not None:
+        setup(root)
+    return root
+
+
+# --- waiting for a program to be where a signal is expected -------------------------
+
+def read_until(fd: int, marker: bytes, deadline: float, what: str) -> bytes:
+    """Read from fd until `marker` has arrived; returns everything read."""
+    data = b""
+    while marker not in data:
+        left = deadline - time.monotonic()
+        if left <= 0:
+            raise AssertionError(f"{what}: no {marker!r} marker in time; got {data!r}")
+        ready, _, _ = select.select([fd], [], [], left)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:  # EIO: a pty whose other end is closed
+            chunk = b""
+        if not chunk:
+            raise AssertionError(f"{what}: output ended before {marker!r}; got {data!r}")
+        data += chunk
+    return data
+
+
+def _stat_fields(pid: int) -> List[str]:
+    with open(f"/proc/{pid}/stat") as f:
+        return f.read().rsplit(")", 1)[1].split()  # [state, ppid, ...]
+
+
+def interpreter_pid(pid: int, deadline: float) -> int:
+    """`pid` if it runs /usr/bin/python3 itself, else its child that does (portal-run's)."""
+    while True:
+        if os.path.realpath(f"/proc/{pid}/exe") == os.path.realpath(PYTHON):
+            return pid
+        for entry in os.listdir("/proc"):
+            if entry.isdigit():
+                try:
+                    if int(_stat_fields(int(entry))[1]) == pid:
+                        return int(entry)
+                except (OSError, IndexError):
+                    continue
+        if time.monotonic() > deadline:
+            raise AssertionError(f"no interpreter process under pid {pid}")
+        time.sleep(0.005)
+
+
+def wait_until_sleeping(pid: int, deadline: float):
+    """Wait until the interpreter's main thread blocks (in the corpus's long
+    time.sleep after printing the ready marker, or reading its input).  A signal that arrived while it is
+    still returning from print() would be raised at the print line instead: the
+    traceback would then differ from run to run."""
+    while _stat_fields(pid)[0] != "S":
+        if time.monotonic() > deadline:
+            raise AssertionError(f"pid {pid} never blocked after printing its ready marker")
+        time.sleep(0.001)
+
+
+# --- running -----------------------------------------------------------------------
+
+def run_program(cmd: List[str], cwd: Path, env: Dict[str, str], stdin: bytes = b"",
+                merged: bool = False, send_signal: int = 0) -> Outcome:
+    """Run `cmd` with stdin fed from `stdin`, stdout and stderr on separate pipes or
+    (merged) on one.  With `send_signal`, wait for the ready marker on stdout and for
+    the interpreter to block, then send that signal to the started process itself
+    (portal-run's own pid under Portal)."""
+    if not send_signal:
+        proc = subprocess.run(cmd, cwd=cwd, env=env, input=stdin, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT if merged else subprocess.PIPE,
+                              timeout=RUN_TIMEOUT)
+        return Outcome(proc.stdout, None if merged else proc.stderr, proc.returncode)
+
+    proc = subprocess.Popen(cmd, cwd=cwd, env=env, stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT if merged else subprocess.PIPE)
+    try:
+        proc.stdin.write(stdin)
+        proc.stdin.close()
+        proc.stdin = None
+        deadline = time.monotonic() + RUN_TIMEOUT
+        head = read_until(proc.stdout.fileno(), READY, deadline, " ".join(cmd))
+        wait_until_sleeping(interpreter_pid(proc.pid, deadline), deadline)
+        os.kill(proc.pid, send_signal)
+        out, err = proc.communicate(timeout=RUN_TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return Outcome(head + out, err, proc.returncode)
+
+
+def run_in_terminal(cmd: List[str], cwd: Path, env: Dict[str, str],
+                    keystrokes: List[tuple]) -> Outcome:
+    """Run `cmd` as the session leader of a new pseudo-terminal that is its
+    controlling terminal, stdin, stdout and stderr all on it, as in an interactive
+    shell.  keystrokes: (marker, bytes) pairs: once `marker` has appeared in the
+    output and the interpreter blocks, the bytes are typed."""
+    master, slave = os.openpty()
+    try:
+        # setsid --ctty: a new session whose controlling terminal is its stdin, the
+        # pty (util-linux; it execs in place, so the pid stays the program's).
+        proc = subprocess.Popen(["setsid", "--ctty"] + cmd, cwd=cwd, env=dict(env, TERM="dumb"),
+                                stdin=slave, stdout=slave, stderr=slave)
+    finally:
+        os.close(slave)
+    output = b""
+    deadline = time.monotonic() + RUN_TIMEOUT
+    try:
+        for marker, keys in keystrokes:
+            while marker not in output:
+                output += read_until(master, marker, deadline, " ".join(cmd))
+            # Blocked (sleeping, or reading the terminal) before the keys arrive.
+            wait_until_sleeping(interpreter_pid(proc.pid, deadline), deadline)
+            os.write(master, keys)
+        while True:  # until every process holding the terminal is gone (EIO)
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise AssertionError(f"{cmd}: still running; output so far {output!r}")
+            ready, _, _ = select.select([master], [], [], left)
+            if not ready:
+                continue
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:
+                break
+            if not chunk:
+                break
+            output += chunk
+        proc.wait(timeout=RUN_TIMEOUT)
+    finally:
+        os.close(master)
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return Outcome(output, None, proc.returncode)
+
+
+# --- comparing ---------------------------------------------------------------------
+
+def _text_diff(name: str, expected: bytes, actual: bytes) -> str:
+    lines = difflib.unified_diff(
+        expected.decode("utf-8", "backslashreplace").splitlines(keepends=True),
+        actual.decode("utf-8", "backslashreplace").splitlines(keepends=True),
+        fromfile=f"{name} under python3", tofile=f"{name} under portal-run")
+    return "".join(lines) or f"{name}: same text, different bytes: {expected!r} != {actual!r}"
+
+
+def portal_status_for(python_returncode: int) -> int:
+    """What portal-run must exit with when python ends with `python_returncode`:
+    the same code, or 128+N when python was killed by signal N (as a shell says)."""
+    return 128 - python_returncode if python_returncode < 0 else python_returncode
+
+
+def assert_same(python: Outcome, portal: Outcome):
+    problems = []
+    if portal.stdout != python.stdout:
+        problems.append(_text_diff("stdout", python.stdout, portal.stdout))
+    if portal.stderr != python.stderr:
+        problems.append(_text_diff("stderr", python.stderr or b"", portal.stderr or b""))
+    want = portal_status_for(python.returncode)
+    if portal.returncode != want:
+        problems.append(f"exit status: python3 {python.returncode}, so portal-run must give "
+                        f"{want}; it gave {portal.returncode}")
+    assert not problems, "portal-run differs from python3:\n" + "\n".join(problems)
+
+
+@dataclasses.dataclass
+class Comparison:
+    python: Outcome
+    portal: Outcome
+
+
+def run_both(portal_run: str, workdir: Path, args: List[str], *, cwd: str = ".",
+             stdin: bytes = b"", env: Optional[Dict[str, str]] = None,
+             setup: Optional[Callable[[Path], None]] = None, merged: bool = False,
+             send_signal: int = 0, terminal: Optional[List[tuple]] = None,
+             prefix: Optional[List[str]] = None) -> Comparison:
+    """Run `python3 ARGS` and `portal-run ARGS`, each in a fresh copy of the corpus at
+    the same path, with the same cwd, stdin and environment (and both through the
+    command `prefix`, if any, that execs them).  "{root}" in ARGS and in env's
+    values stands for the corpus copy's absolute path.  assert_same() compares the
+    two."""
+    outcomes = []
+    for launcher in (PYTHON, portal_run):
+        root = fresh_corpus(workdir, setup)
+        cmd = (prefix or []) + [launcher] + [a.replace("{root}", str(root)) for a in args]
+        run_env = base_env({k: v.replace("{root}", str(root)) for k, v in (env or {}).items()})
+        if terminal is not None:
+            outcomes.append(run_in_terminal(cmd, root / cwd, run_env, terminal))
+        else:
+            outcomes.append(run_program(cmd, root / cwd, run_env, stdin, merged, send_signal))
+    return Comparison(*outcomes)
+
+
+@pytest.fixture
+def workdir(tmp_path) -> Path:
+    return tmp_path
