@@ -20,6 +20,9 @@ struct ProgramSpec {
     ProgramKind kind = ProgramKind::None;
     std::string target;             // the script path, module name or code
     std::vector<std::string> args;  // the program's arguments (sys.argv[1:])
+    // The program's words as typed, before its arguments: {"x.py"}, {"--", "x.py"},
+    // {"-m", "mod"}, {"-mmod"}: python keeps that spelling in sys.orig_argv.
+    std::vector<std::string> spelling;
 };
 
 struct SplitCommandLine {

@@ -28,6 +28,8 @@ std::string bootstrap_line(const std::string& package_dir);
 // and behaviour apply unchanged (and Portal cannot rescue it).
 bool runs_as_source(const std::string& path);
 
+// [python, -c, BOOT, MODE, TARGET, N, SPELLING(N words)..., ARGS...] for a program
+// the bootstrap runs; [python, SCRIPT, ARGS...] for one python runs alone.
 std::vector<std::string> interpreter_argv(const ProgramSpec& program, const Installation& where);
 
 // The interpreter's command line that resumes the suspended job in `job_dir`.

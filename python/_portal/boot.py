@@ -3,10 +3,11 @@
 portal-run starts Debian's /usr/bin/python3 as
 
     python3 -c "<line that puts our package dir first on sys.path and calls main()>" \
-            MODE TARGET ARGS...
+            MODE TARGET N SPELLING... ARGS...
 
-(MODE is script, module or command) so that the program runs in the real
-interpreter binary at full speed.  main() then makes the process look exactly as
+(MODE is script, module or command; the N words of SPELLING are the program as
+typed, e.g. `-m mod` or `-mmod`, which python keeps in sys.orig_argv) so that
+the program runs in the real interpreter binary at full speed.  main() then makes the process look exactly as
 if it had been started as `python3 TARGET ARGS`, `python3 -m TARGET ARGS` or
 `python3 -c TARGET ARGS`: sys.argv, sys.orig_argv, sys.path[0], the __main__
 module, tracebacks and exit status.
@@ -18,9 +19,11 @@ import sys
 def main():
     # The -c line put our package directory first; the program must not see it.
     package_dir = sys.path.pop(0)
-    mode, target, args = sys.argv[1], sys.argv[2], sys.argv[3:]
+    mode, target, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    spelling, args = sys.argv[4:4 + n], sys.argv[4 + n:]
     from _portal import _toplevel
     _forget_imports(package_dir)
+    sys.orig_argv[1:] = spelling + args
     if mode == "script":
         _run_script(_toplevel, target, args)
     elif mode == "module":
@@ -57,11 +60,9 @@ def _get_importer(path):
         return
 
 
-def _set_argv(argv0, option, target, args):
-    """sys.argv and sys.orig_argv as python itself would have them."""
+def _set_argv(argv0, args):
+    """sys.argv as python itself would have it."""
     sys.argv[:] = [argv0, *args]
-    head = [sys.orig_argv[0]] + ([option, target] if option else [target])
-    sys.orig_argv[:] = head + list(args)
 
 
 def _set_path0(path0):
@@ -88,7 +89,7 @@ def _exit(status):
 
 
 def _run_script(toplevel, path, args):
-    _set_argv(path, None, path, args)
+    _set_argv(path, args)
     # CPython makes the file name absolute by joining it to the working directory,
     # without normalising it ('./x.py' -> '/cwd/./x.py'); tracebacks show that name.
     filename = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
@@ -131,14 +132,14 @@ def _run_script(toplevel, path, args):
 
 def _run_module(toplevel, module, args):
     # runpy replaces sys.argv[0] with the module's file once it is found.
-    _set_argv("-m", "-m", module, args)
+    _set_argv("-m", args)
     _set_path0(os.getcwd())
     import runpy
     _exit(toplevel.run(runpy._run_module_as_main, (module, True)))
 
 
 def _run_command(toplevel, command, args):
-    _set_argv("-c", "-c", command, args)
+    _set_argv("-c", args)
     globals_ = _fresh_main_dict()
     try:
         code = compile(command, "<string>", "exec", dont_inherit=True)

@@ -15,8 +15,10 @@ bool take_python_mode(const std::vector<std::string>& args, std::size_t& i, Spli
     std::string value;
     if (arg.size() > 2) {
         value = arg.substr(2);
+        out.program.spelling = {arg};
     } else if (i + 1 < args.size()) {
         value = args[++i];
+        out.program.spelling = {arg, value};
     } else {
         throw UsageError(std::string("argument expected for the ") + arg + " option");
     }
@@ -38,12 +40,14 @@ SplitCommandLine split_command_line(const std::vector<std::string>& args,
             if (i < args.size()) {
                 out.program.kind = ProgramKind::Script;
                 out.program.target = args[i];
+                out.program.spelling = {"--", args[i]};
             }
             break;
         }
         if (arg.size() < 2 || arg[0] != '-') {  // the script ("-" alone is stdin's name)
             out.program.kind = ProgramKind::Script;
             out.program.target = arg;
+            out.program.spelling = {arg};
             break;
         }
         if (take_python_mode(args, i, out)) {

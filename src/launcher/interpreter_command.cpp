@@ -80,7 +80,9 @@ std::vector<std::string> interpreter_argv(const ProgramSpec& program, const Inst
         case ProgramKind::None:
             return argv;
     }
-    argv.insert(argv.end(), {"-c", bootstrap_line(where.package_dir), mode, program.target});
+    argv.insert(argv.end(), {"-c", bootstrap_line(where.package_dir), mode, program.target,
+                             std::to_string(program.spelling.size())});
+    argv.insert(argv.end(), program.spelling.begin(), program.spelling.end());
     argv.insert(argv.end(), program.args.begin(), program.args.end());
     return argv;
 }

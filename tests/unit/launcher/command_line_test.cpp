@@ -13,6 +13,7 @@ TEST(SplitCommandLine, ScriptAndItsArgumentsAreThePrograms) {
     EXPECT_EQ(s.program.kind, ProgramKind::Script);
     EXPECT_EQ(s.program.target, "train.py");
     EXPECT_EQ(s.program.args, (std::vector<std::string>{"--help", "-m", "x"}));
+    EXPECT_EQ(s.program.spelling, (std::vector<std::string>{"train.py"}));
 }
 
 TEST(SplitCommandLine, PortalOptionsComeBeforeTheScript) {
@@ -29,8 +30,10 @@ TEST(SplitCommandLine, ModuleAndCommandInBothSpellings) {
     EXPECT_EQ(m.program.kind, ProgramKind::Module);
     EXPECT_EQ(m.program.target, "pkg.mod");
     EXPECT_EQ(m.program.args, (std::vector<std::string>{"x"}));
+    EXPECT_EQ(m.program.spelling, (std::vector<std::string>{"-m", "pkg.mod"}));
     auto joined = split_command_line({"-mpkg"}, kWithValue);
     EXPECT_EQ(joined.program.target, "pkg");
+    EXPECT_EQ(joined.program.spelling, (std::vector<std::string>{"-mpkg"}));
     auto c = split_command_line({"-c", "print(1)", "-c"}, kWithValue);
     EXPECT_EQ(c.program.kind, ProgramKind::Command);
     EXPECT_EQ(c.program.target, "print(1)");
@@ -41,6 +44,7 @@ TEST(SplitCommandLine, DoubleDashEndsPortalOptions) {
     auto s = split_command_line({"--", "-odd-name.py", "y"}, kWithValue);
     EXPECT_EQ(s.program.kind, ProgramKind::Script);
     EXPECT_EQ(s.program.target, "-odd-name.py");
+    EXPECT_EQ(s.program.spelling, (std::vector<std::string>{"--", "-odd-name.py"}));
     EXPECT_EQ(s.program.args, (std::vector<std::string>{"y"}));
 }
 

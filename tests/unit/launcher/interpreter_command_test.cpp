@@ -44,16 +44,19 @@ TEST(RunsAsSource, OnlyRegularSourceFiles) {
 
 TEST(InterpreterArgv, ScriptGoesThroughTheBootstrap) {
     TempFile src("pass\n");
-    ProgramSpec p{ProgramKind::Script, src.path, {"--help", "x"}};
+    ProgramSpec p{ProgramKind::Script, src.path, {"--help", "x"}, {"--", src.path}};
     auto argv = interpreter_argv(p, kWhere);
-    ASSERT_EQ(argv.size(), 7u);
+    ASSERT_EQ(argv.size(), 10u);
     EXPECT_EQ(argv[0], "/usr/bin/python3");
     EXPECT_EQ(argv[1], "-c");
     EXPECT_EQ(argv[2], bootstrap_line("/opt/portal/python"));
     EXPECT_EQ(argv[3], "script");
     EXPECT_EQ(argv[4], src.path);
-    EXPECT_EQ(argv[5], "--help");
-    EXPECT_EQ(argv[6], "x");
+    EXPECT_EQ(argv[5], "2");
+    EXPECT_EQ(argv[6], "--");
+    EXPECT_EQ(argv[7], src.path);
+    EXPECT_EQ(argv[8], "--help");
+    EXPECT_EQ(argv[9], "x");
 }
 
 TEST(InterpreterArgv, MissingScriptIsHandedToPythonAsIs) {
@@ -63,12 +66,12 @@ TEST(InterpreterArgv, MissingScriptIsHandedToPythonAsIs) {
 }
 
 TEST(InterpreterArgv, ModuleAndCommand) {
-    auto m = interpreter_argv({ProgramKind::Module, "json.tool", {"f"}}, kWhere);
+    auto m = interpreter_argv({ProgramKind::Module, "json.tool", {"f"}, {"-mjson.tool"}}, kWhere);
     EXPECT_EQ(std::vector<std::string>(m.begin() + 3, m.end()),
-              (std::vector<std::string>{"module", "json.tool", "f"}));
-    auto c = interpreter_argv({ProgramKind::Command, "print(1)", {}}, kWhere);
+              (std::vector<std::string>{"module", "json.tool", "1", "-mjson.tool", "f"}));
+    auto c = interpreter_argv({ProgramKind::Command, "print(1)", {}, {"-c", "print(1)"}}, kWhere);
     EXPECT_EQ(std::vector<std::string>(c.begin() + 3, c.end()),
-              (std::vector<std::string>{"command", "print(1)"}));
+              (std::vector<std::string>{"command", "print(1)", "2", "-c", "print(1)"}));
 }
 
 }  // namespace
