@@ -1,0 +1,571 @@
+"""Portal checkpoints on disk: format version 1.
+
+Grammar (the same text is in docs/checkpoint-format.md)::
+
+    PARENT/NAME            -> NAME.<G>    symlink, replaced atomically by rename(2)
+    PARENT/NAME.<G>/       one complete checkpoint (generation G = 1, 2, ...)
+        manifest.json      UTF-8 JSON object, see below
+        state.pickle       PRELUDE BODY: two pickle protocol-5 streams sharing one
+                           memo (see _portal.reducers); out-of-band buffers are
+                           numbered 0, 1, ... in stream order
+        blobs/NNNN.bin     pack files holding the out-of-band buffers, each buffer
+                           whole inside one file at a 4096-aligned offset, the gaps
+                           zero; a new file starts when one would pass 256 MiB
+    PARENT/.NAME.tmp-<pid>-<random>/   a checkpoint being written (never read)
+
+    manifest = {
+      "format_version": 1,                 always the FIRST key
+      "format": "portal-checkpoint",
+      "portal_version": "0.1.0",
+      "python": {"version": "3.11.2", "implementation": "cpython",
+                 "magic": "a70d0d0a"},     bytecode magic: marshalled code and
+                                           resume offsets need the same one
+      "created": "2024-05-01T12:00:00.000Z",   UTC
+      ...caller fields: "script", "argv", "error" {type, message, traceback, file,
+         line}, "loop" {file, line, iteration}, "sources" {filename: sha256}, ...
+      "files": {"state.pickle": {"size": N, "sha256": HEX},
+                "blobs/0000.bin": {"size": N, "sha256": HEX}, ...},
+                                           every file of the checkpoint but the
+                                           manifest itself
+      "buffers": [[FILE, OFFSET, SIZE], ...]   out-of-band buffer i is bytes
+                                           [OFFSET, OFFSET+SIZE) of FILE
+      "total_bytes": N                     all files, the manifest included
+    }
+
+Readers ignore fields they do not know; a new optional field does not change the
+version.  A reader refuses another format name or version by name, and checks the
+size and sha256 of every file before it unpickles anything.
+
+Commit protocol (``write_checkpoint``): everything is written into
+``PARENT/.NAME.tmp-...``, every file and both directories are fsynced, the
+directory is renamed to ``NAME.<G+1>``, the parent fsynced, a new symlink made
+beside and renamed over ``NAME`` (the commit point), the parent fsynced again, and
+only then the previous generation removed.  A crash at any moment leaves ``NAME``
+naming either the previous complete checkpoint or the new complete one; leftovers
+(temporary directories of dead writers, unreferenced generations) are removed by
+the next write.  One writer per NAME at a time.
+"""
+import datetime
+import errno
+import hashlib
+import importlib.util
+import io
+import json
+import mmap
+import os
+import platform
+import re
+import shutil
+import sys
+import tempfile
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from typing import NamedTuple
+
+from . import reducers
+from .codeindex import CodeChanged, sha256_hex
+
+__all__ = ["write_checkpoint", "read_checkpoint", "CheckpointInfo", "CheckpointError",
+           "SourceChanged", "FORMAT_NAME", "FORMAT_VERSION", "PORTAL_VERSION"]
+
+FORMAT_NAME = "portal-checkpoint"
+FORMAT_VERSION = 1
+SUPPORTED_VERSIONS = (1,)
+try:
+    from . import __version__ as PORTAL_VERSION   # noqa: N812
+except ImportError:
+    PORTAL_VERSION = "0.1.0"
+
+MANIFEST = "manifest.json"
+STATE = "state.pickle"
+BLOBS = "blobs"
+ALIGN = 4096
+PACK_BYTES = 256 << 20        # start a new pack file past this size
+IO_CHUNK = 64 << 20           # bytes per write(2) / hash update
+RESERVED = ("format_version", "format", "portal_version", "python", "created", "files",
+            "buffers", "total_bytes")
+PYTHON_MAGIC = importlib.util.MAGIC_NUMBER.hex()
+
+_write = os.write             # tests replace it to simulate a full disk
+
+
+class CheckpointError(Exception):
+    """A checkpoint cannot be read or committed; the message says why, in lower case."""
+
+
+class SourceChanged(CheckpointError, CodeChanged):
+    """A source file of the saved program is missing or differs from the saved one."""
+
+    def __init__(self, filename, reason=None):
+        CodeChanged.__init__(self, filename, reason)
+
+    def __str__(self):
+        return "checkpoint: " + CodeChanged.__str__(self)
+
+
+class CheckpointInfo(NamedTuple):
+    path: str            # PARENT/NAME (the symlink)
+    total_bytes: int     # all files of the checkpoint, manifest included
+    manifest: dict
+
+
+# ---------------------------------------------------------------------------
+# writing
+
+class _HashingWriter:
+    """The pickler's output: hashes as it writes; remembers its own OSError so that
+    the pickler can tell a full disk from an object that cannot be saved."""
+
+    def __init__(self, fd):
+        self.fd = fd
+        self.hash = hashlib.sha256()
+        self.size = 0
+        self.error = None
+
+    def write(self, data):
+        view = memoryview(data).cast("B")
+        self.hash.update(view)
+        try:
+            _write_all(self.fd, view)
+        except OSError as exc:
+            self.error = exc
+            raise
+        self.size += view.nbytes
+        return view.nbytes
+
+
+def _write_all(fd, view):
+    pos, n = 0, view.nbytes
+    while pos < n:
+        pos += _write(fd, view[pos:pos + IO_CHUNK])
+
+
+def _fsync_dir(path):
+    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _create(path):
+    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+
+
+def _layout(views):
+    """Pack files for the buffers: [(name, size, [(offset, view), ...])], table."""
+    files, table = [], []
+    current = None
+    for view in views:
+        n = view.nbytes
+        if current is not None:
+            offset = -(-current[1] // ALIGN) * ALIGN
+        if current is None or (current[1] > 0 and offset + n > PACK_BYTES):
+            current = [f"{BLOBS}/{len(files):04d}.bin", 0, []]
+            files.append(current)
+            offset = 0
+        current[2].append((offset, view))
+        current[1] = offset + n
+        table.append([current[0], offset, n])
+    return files, table
+
+
+_ZEROS = bytes(ALIGN)
+
+
+def _pieces(items):
+    """The byte sequence of a pack file, as views: zero gaps and buffers."""
+    pos = 0
+    for offset, view in items:
+        if offset > pos:
+            yield memoryview(_ZEROS)[:offset - pos]
+        for start in range(0, view.nbytes, IO_CHUNK):
+            yield view[start:start + IO_CHUNK]
+        pos = offset + view.nbytes
+
+
+def _hash_pieces(items):
+    h = hashlib.sha256()
+    for piece in _pieces(items):
+        h.update(piece)
+    return h.hexdigest()
+
+
+def _write_blobs(directory, views):
+    """Write the pack files; hash them on other threads while writing (sha256 and
+    the copy into the page cache each run at about disk speed here)."""
+    files, table = _layout(views)
+    if not files:
+        return {}, table
+    os.mkdir(os.path.join(directory, BLOBS))
+    workers = max(1, min(len(files), (os.cpu_count() or 2)))
+    records = {}
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="portal-hash") as pool:
+        hashes = [pool.submit(_hash_pieces, items) for _, _, items in files]
+        fds = []
+        try:
+            for name, size, items in files:
+                fd = _create(os.path.join(directory, name))
+                fds.append(fd)
+                for piece in _pieces(items):
+                    _write_all(fd, piece)
+            for fd in fds:
+                os.fsync(fd)
+        except BaseException:
+            for future in hashes:
+                future.cancel()
+            raise
+        finally:
+            for fd in fds:
+                os.close(fd)
+        for (name, size, _), future in zip(files, hashes):
+            records[name] = {"size": size, "sha256": future.result()}
+    _fsync_dir(os.path.join(directory, BLOBS))
+    return records, table
+
+
+def _generations(parent, name):
+    pattern = re.compile(re.escape(name) + r"\.(\d+)")
+    found = {}
+    for entry in os.listdir(parent):
+        m = pattern.fullmatch(entry)
+        if m:
+            found[int(m.group(1))] = entry
+    return found
+
+
+def _pid_alive(pid):
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _remove_stale(parent, name):
+    """Temporary directories and link files left by writers that died."""
+    prefix = f".{name}.tmp-"
+    link_prefix = f".{name}.link-"
+    for entry in os.listdir(parent):
+        for pre in (prefix, link_prefix):
+            if entry.startswith(pre):
+                pid = entry[len(pre):].split("-", 1)[0]
+                if pid.isdigit() and _pid_alive(int(pid)) and int(pid) != os.getpid():
+                    continue
+                path = os.path.join(parent, entry)
+                if os.path.isdir(path) and not os.path.islink(path):
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    try:
+                        os.unlink(path)
+                    except OSError:
+                        pass
+
+
+def _check_name(name):
+    if not name or "/" in name or name.startswith(".") or name in (".", "..") or \
+            re.fullmatch(r".*\.\d+", name) or "\0" in name:
+        raise ValueError(f"bad checkpoint name {name!r}")
+
+
+def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fields=None,
+                     *, registry=None, modules=None, user_module_names=(), reducers_=None):
+    """Write ``state`` as checkpoint ``parent_dir/name`` and commit it atomically.
+
+    roots_for_errors  {description: object} for the message of ``Unsaveable``
+    manifest_fields   caller fields of the manifest (script, argv, error, loop,
+                      sources ...); the reserved keys are refused
+    registry, modules, user_module_names, reducers_  passed to reducers.Pickler
+
+    Returns ``CheckpointInfo(path, total_bytes, manifest)``.  On any failure
+    (``reducers.Unsaveable``, ``OSError`` such as ENOSPC, ``MemoryError`` ...) the
+    temporary directory is removed, the previous checkpoint is untouched, and the
+    exception propagates.
+    """
+    _check_name(name)
+    fields = dict(manifest_fields or {})
+    clash = [k for k in fields if k in RESERVED]
+    if clash:
+        raise ValueError(f"manifest fields {clash} are reserved")
+    parent = os.path.abspath(parent_dir)
+    os.makedirs(parent, exist_ok=True)
+    link = os.path.join(parent, name)
+    if os.path.exists(link) and not os.path.islink(link):
+        raise CheckpointError(f"checkpoint: {link}: exists and is not a checkpoint link")
+    _remove_stale(parent, name)
+    tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-{os.getpid()}-", dir=parent)
+    try:
+        files = {}
+        buffers = []
+        fd = _create(os.path.join(tmp, STATE))
+        try:
+            out = _HashingWriter(fd)
+            pickler = reducers.Pickler(out, registry=registry, modules=modules,
+                                       user_module_names=user_module_names,
+                                       buffer_callback=buffers.append, reducers=reducers_)
+            pickler.dump_state(state, roots_for_errors)
+            del pickler
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        files[STATE] = {"size": out.size, "sha256": out.hash.hexdigest()}
+        views = [pb.raw() for pb in buffers]
+        blob_files, table = _write_blobs(tmp, views)
+        del views, buffers
+        files.update(blob_files)
+        manifest = {
+            "format_version": FORMAT_VERSION,
+            "format": FORMAT_NAME,
+            "portal_version": PORTAL_VERSION,
+            "python": {"version": platform.python_version(),
+                       "implementation": sys.implementation.name,
+                       "magic": PYTHON_MAGIC},
+            "created": datetime.datetime.now(datetime.timezone.utc)
+                               .isoformat(timespec="milliseconds").replace("+00:00", "Z"),
+        }
+        manifest.update(fields)
+        manifest["files"] = files
+        manifest["buffers"] = table
+        data_bytes = sum(f["size"] for f in files.values())
+        manifest["total_bytes"] = 0
+        text = _manifest_text(manifest, data_bytes)
+        manifest = json.loads(text)
+        fd = _create(os.path.join(tmp, MANIFEST))
+        try:
+            _write_all(fd, memoryview(text.encode("utf-8")))
+            os.fsync(fd)
+        finally:
+            os.close(fd)
+        _fsync_dir(tmp)
+        gens = _generations(parent, name)
+        gen = max(gens, default=0) + 1
+        final = os.path.join(parent, f"{name}.{gen}")
+        os.rename(tmp, final)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    committed = False
+    link_tmp = os.path.join(parent, f".{name}.link-{os.getpid()}")
+    try:
+        _fsync_dir(parent)
+        try:
+            os.unlink(link_tmp)
+        except FileNotFoundError:
+            pass
+        os.symlink(f"{name}.{gen}", link_tmp)
+        os.rename(link_tmp, link)          # the commit point
+        committed = True
+        _fsync_dir(parent)
+    except BaseException:
+        if not committed:
+            shutil.rmtree(final, ignore_errors=True)
+            try:
+                os.unlink(link_tmp)
+            except OSError:
+                pass
+        raise
+    for g, entry in _generations(parent, name).items():
+        if g != gen:
+            shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
+    return CheckpointInfo(link, manifest["total_bytes"], manifest)
+
+
+def _manifest_text(manifest, data_bytes):
+    """JSON text whose "total_bytes" counts the manifest's own size too."""
+    total = data_bytes
+    for _ in range(4):
+        manifest["total_bytes"] = total
+        text = json.dumps(manifest, indent=1, ensure_ascii=False) + "\n"
+        new_total = data_bytes + len(text.encode("utf-8"))
+        if new_total == total:
+            break
+        total = new_total
+    return text
+
+
+# ---------------------------------------------------------------------------
+# reading
+
+def _fail(message):
+    raise CheckpointError(message)
+
+
+def _read_manifest(directory):
+    path = os.path.join(directory, MANIFEST)
+    try:
+        with open(path, "rb") as f:
+            raw = f.read()
+    except FileNotFoundError:
+        _fail(f"checkpoint: {MANIFEST}: missing (not a checkpoint, or an incomplete one)")
+    except OSError as exc:
+        _fail(f"checkpoint: {MANIFEST}: cannot be read ({exc.strerror or exc})")
+    try:
+        manifest = json.loads(raw.decode("utf-8"))
+    except UnicodeDecodeError:
+        _fail(f"checkpoint: {MANIFEST}: corrupted (not utf-8)")
+    except json.JSONDecodeError as exc:
+        _fail(f"checkpoint: {MANIFEST}: corrupted (not valid json at line {exc.lineno} "
+              f"column {exc.colno})")
+    if not isinstance(manifest, dict):
+        _fail(f"checkpoint: {MANIFEST}: corrupted (not a json object)")
+    return manifest
+
+
+def check_manifest(manifest):
+    """Refuse a manifest of another format, version or interpreter."""
+    fmt = manifest.get("format")
+    if fmt != FORMAT_NAME:
+        _fail(f"checkpoint: unknown format {fmt!r} (expected {FORMAT_NAME!r})")
+    version = manifest.get("format_version")
+    if version not in SUPPORTED_VERSIONS:
+        supported = ", ".join(str(v) for v in SUPPORTED_VERSIONS)
+        _fail(f"checkpoint format version {version} is not supported by portal "
+              f"{PORTAL_VERSION} (supports {supported})")
+    python = manifest.get("python") or {}
+    if python.get("magic") != PYTHON_MAGIC:
+        _fail(f"checkpoint: written by python {python.get('version', '?')} "
+              f"(bytecode magic {python.get('magic')}), this is python "
+              f"{platform.python_version()} (magic {PYTHON_MAGIC})")
+    files = manifest.get("files")
+    buffers = manifest.get("buffers")
+    if not isinstance(files, dict) or STATE not in files or not isinstance(buffers, list):
+        _fail(f"checkpoint: {MANIFEST}: corrupted (no files or buffers table)")
+    for rel, rec in files.items():
+        if not isinstance(rec, dict) or not isinstance(rec.get("size"), int) or \
+                not isinstance(rec.get("sha256"), str) or os.path.isabs(rel) or \
+                ".." in rel.split("/"):
+            _fail(f"checkpoint: {MANIFEST}: corrupted (bad entry for {rel!r})")
+    for i, entry in enumerate(buffers):
+        ok = isinstance(entry, list) and len(entry) == 3 and \
+            isinstance(entry[1], int) and isinstance(entry[2], int)
+        if not ok:
+            _fail(f"checkpoint: {MANIFEST}: corrupted (bad buffer entry {i})")
+        rel, offset, size = entry
+        if rel not in files:
+            _fail(f"checkpoint: {MANIFEST}: buffer {i} is in {rel}, which is not recorded")
+        if offset < 0 or size < 0 or offset + size > files[rel]["size"]:
+            _fail(f"checkpoint: {MANIFEST}: buffer {i} lies outside {rel}")
+
+
+class _Opened:
+    """One verified file: a private (copy-on-write) mapping, or bytes."""
+
+    def __init__(self, directory, rel, record, use_mmap):
+        self.rel = rel
+        path = os.path.join(directory, rel)
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            _fail(f"checkpoint: {rel}: missing")
+        except OSError as exc:
+            _fail(f"checkpoint: {rel}: cannot be opened ({exc.strerror or exc})")
+        try:
+            size = os.fstat(fd).st_size
+            want = record["size"]
+            if size != want:
+                why = "truncated" if size < want else "larger than recorded"
+                _fail(f"checkpoint: {rel}: size {size} != {want} recorded ({why})")
+            self.size = size
+            self.data = None
+            if use_mmap and size > 0:
+                try:
+                    self.data = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE,
+                                          prot=mmap.PROT_READ | mmap.PROT_WRITE)
+                except (OSError, ValueError):
+                    self.data = None
+            if self.data is None:
+                buf = bytearray(size)
+                view = memoryview(buf)
+                pos = 0
+                while pos < size:
+                    n = os.readv(fd, [view[pos:]])
+                    if n == 0:
+                        _fail(f"checkpoint: {rel}: size {pos} != {want} recorded (truncated)")
+                    pos += n
+                self.data = buf
+        finally:
+            os.close(fd)
+        self.expected = record["sha256"]
+
+    def view(self):
+        return memoryview(self.data)
+
+    def verify(self):
+        h = hashlib.sha256()
+        view = self.view()
+        for start in range(0, view.nbytes, IO_CHUNK):
+            h.update(view[start:start + IO_CHUNK])
+        return h.hexdigest() == self.expected
+
+
+def _verify_sources(manifest):
+    for filename, sha in (manifest.get("sources") or {}).items():
+        try:
+            with open(filename, "rb") as f:
+                actual = sha256_hex(f.read())
+        except FileNotFoundError:
+            raise SourceChanged(filename, "is missing") from None
+        except OSError as exc:
+            raise SourceChanged(filename, f"cannot be read: {exc}") from None
+        if actual != sha:
+            raise SourceChanged(filename, f"has changed since the checkpoint was written "
+                                f"(sha256 {actual[:12]}..., saved {str(sha)[:12]}...)")
+
+
+def read_manifest(path):
+    """The manifest of checkpoint ``path`` (the link or a generation), checked."""
+    manifest = _read_manifest(os.path.realpath(path))
+    check_manifest(manifest)
+    return manifest
+
+
+def read_checkpoint(path, recompiler, *, main_module=None, check_sources=True,
+                    use_mmap=True):
+    """(manifest, state) of the checkpoint at ``path``.
+
+    Checks the format name and version, then the size and sha256 of every file,
+    then (``check_sources``) the sources recorded in the manifest, all before
+    unpickling anything.  The out-of-band buffers are private copy-on-write
+    mappings of the pack files (read into memory where mmap fails): arrays are
+    built on them without another copy.  ``main_module`` receives ``__main__``'s
+    globals (default ``sys.modules['__main__']``); other user modules are created
+    and registered in ``sys.modules``.  Every error is a ``CheckpointError``
+    (``SourceChanged`` for a changed source), except ``MemoryError``.
+    """
+    directory = os.path.realpath(path)
+    if not os.path.isdir(directory):
+        _fail(f"checkpoint: {path}: no such checkpoint")
+    manifest = _read_manifest(directory)
+    check_manifest(manifest)
+    records = manifest["files"]
+    opened = {rel: _Opened(directory, rel, rec, use_mmap and rel != STATE)
+              for rel, rec in records.items()}
+    workers = max(1, min(len(opened), os.cpu_count() or 2))
+    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="portal-verify") as pool:
+        results = list(pool.map(lambda o: (o.rel, o.verify()), opened.values()))
+    for rel, ok in results:
+        if not ok:
+            _fail(f"checkpoint: {rel}: sha256 does not match the manifest (corrupted)")
+    if check_sources:
+        _verify_sources(manifest)
+    buffers = []
+    for rel, offset, size in manifest["buffers"]:
+        buffers.append(opened[rel].view()[offset:offset + size] if size else bytearray())
+    stream = io.BytesIO(opened[STATE].data)
+    del opened
+    loader = reducers.Loader(stream, buffers=buffers, recompiler=recompiler,
+                             main_module=main_module)
+    try:
+        state = loader.load_state()
+    except MemoryError:
+        raise
+    except CodeChanged as exc:
+        raise SourceChanged(exc.filename, exc.reason) from exc
+    except CheckpointError:
+        raise
+    except Exception as exc:
+        raise CheckpointError(f"checkpoint: {STATE}: cannot be loaded "
+                              f"({type(exc).__name__}: {exc})") from exc
+    return manifest, state
