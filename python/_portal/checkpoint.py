@@ -22,7 +22,8 @@ Grammar (the same text is in docs/checkpoint-format.md)::
                                            resume offsets need the same one
       "created": "2024-05-01T12:00:00.000Z",   UTC
       ...caller fields: "script", "argv", "error" {type, message, traceback, file,
-         line}, "loop" {file, line, iteration}, "sources" {filename: sha256}, ...
+         line}, "loop" {file, line, iteration}, "sources" {filename: sha256}
+         (default: every file of the code registry), ...
       "files": {"state.pickle": {"size": N, "sha256": HEX},
                 "blobs/0000.bin": {"size": N, "sha256": HEX}, ...},
                                            every file of the checkpoint but the
@@ -46,7 +47,6 @@ naming either the previous complete checkpoint or the new complete one; leftover
 the next write.  One writer per NAME at a time.
 """
 import datetime
-import errno
 import hashlib
 import importlib.util
 import io
@@ -58,12 +58,11 @@ import re
 import shutil
 import sys
 import tempfile
-import threading
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from . import reducers
-from .codeindex import CodeChanged, sha256_hex
+from .codeindex import REGISTRY, CodeChanged, sha256_hex
 
 __all__ = ["write_checkpoint", "read_checkpoint", "CheckpointInfo", "CheckpointError",
            "SourceChanged", "FORMAT_NAME", "FORMAT_VERSION", "PORTAL_VERSION"]
@@ -276,7 +275,8 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
 
     roots_for_errors  {description: object} for the message of ``Unsaveable``
     manifest_fields   caller fields of the manifest (script, argv, error, loop,
-                      sources ...); the reserved keys are refused
+                      sources ...); the reserved keys are refused; "sources"
+                      defaults to every file of the code registry
     registry, modules, user_module_names, reducers_  passed to reducers.Pickler
 
     Returns ``CheckpointInfo(path, total_bytes, manifest)``.  On any failure
@@ -289,6 +289,8 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
     clash = [k for k in fields if k in RESERVED]
     if clash:
         raise ValueError(f"manifest fields {clash} are reserved")
+    if "sources" not in fields:
+        fields["sources"] = (registry or REGISTRY).sources()
     parent = os.path.abspath(parent_dir)
     os.makedirs(parent, exist_ok=True)
     link = os.path.join(parent, name)
@@ -484,6 +486,7 @@ class _Opened:
                     if n == 0:
                         _fail(f"checkpoint: {rel}: size {pos} != {want} recorded (truncated)")
                     pos += n
+                del view
                 self.data = buf
         finally:
             os.close(fd)
@@ -540,8 +543,7 @@ def read_checkpoint(path, recompiler, *, main_module=None, check_sources=True,
     manifest = _read_manifest(directory)
     check_manifest(manifest)
     records = manifest["files"]
-    opened = {rel: _Opened(directory, rel, rec, use_mmap and rel != STATE)
-              for rel, rec in records.items()}
+    opened = {rel: _Opened(directory, rel, rec, use_mmap) for rel, rec in records.items()}
     workers = max(1, min(len(opened), os.cpu_count() or 2))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="portal-verify") as pool:
         results = list(pool.map(lambda o: (o.rel, o.verify()), opened.values()))
@@ -553,7 +555,8 @@ def read_checkpoint(path, recompiler, *, main_module=None, check_sources=True,
     buffers = []
     for rel, offset, size in manifest["buffers"]:
         buffers.append(opened[rel].view()[offset:offset + size] if size else bytearray())
-    stream = io.BytesIO(opened[STATE].data)
+    state_data = opened[STATE].data
+    stream = state_data if isinstance(state_data, mmap.mmap) else io.BytesIO(state_data)
     del opened
     loader = reducers.Loader(stream, buffers=buffers, recompiler=recompiler,
                              main_module=main_module)

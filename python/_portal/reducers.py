@@ -91,6 +91,8 @@ MappingProxyType = types.MappingProxyType
 GetSetDescriptorType = types.GetSetDescriptorType
 MemberDescriptorType = types.MemberDescriptorType
 PickleBuffer = pickle.PickleBuffer
+#: A module's dict without its (maybe overridden, maybe lazy-loading) __getattribute__.
+_module_dict = ModuleType.__dict__["__dict__"].__get__
 
 #: C stack for the pickling thread and the recursion limit it allows: deep graphs
 #: (linked lists, nested containers) need far more than the default 1000 levels.
@@ -494,10 +496,10 @@ def user_modules(registry=None, names=(), main=True):
     names = set(names)
     found, seen = {}, set()
     for name, mod in list(sys.modules.items()):
-        if not isinstance(mod, ModuleType) or id(mod) in seen:
+        if not issubclass(type(mod), ModuleType) or id(mod) in seen:
             continue
         if name in names or (main and name == "__main__") or \
-                mod.__dict__.get("__file__") in files:
+                _module_dict(mod).get("__file__") in files:
             found[name] = mod
             seen.add(id(mod))
     return found
@@ -577,8 +579,11 @@ class Pickler(pickle.Pickler):
         except Exception as exc:
             if exc is getattr(self._out, "error", None):
                 raise               # the output file failed (ENOSPC ...), not an object
-            if roots is None:
-                roots = {"state": state}
+            roots = dict(roots) if roots is not None else {"state": state}
+            for name in self._fill_order():         # globals are saved too
+                prefix = "" if name == "__main__" else f"{name}."
+                for key, value in list(self.modules[name].__dict__.items()):
+                    roots.setdefault(f"global '{prefix}{key}'", value)
             raise self.find_unsaveable(roots, exc) from exc
 
     def _fill_order(self):
@@ -596,7 +601,7 @@ class Pickler(pickle.Pickler):
         except KeyError:
             handler = self._handlers[t] = self._handler_for(t)
         except TypeError:          # a metaclass that makes its classes unhashable
-            handler = self._handler_for(t)
+            handler = self._generic
         return handler(obj)
 
     def _static_handlers(self):
@@ -676,11 +681,11 @@ class Pickler(pickle.Pickler):
         index, fallback, dicts, classes = {}, {}, {}, {}
         user_ids = set(self._module_names)
         for modname, mod in list(sys.modules.items()):
-            if not isinstance(mod, ModuleType) or id(mod) in user_ids or \
+            if not issubclass(type(mod), ModuleType) or id(mod) in user_ids or \
                     modname in self.user_names or modname in ("__main__", "__mp_main__"):
                 continue
             try:
-                d = mod.__dict__
+                d = _module_dict(mod)
                 items = list(d.items())
             except Exception:
                 continue
@@ -745,9 +750,9 @@ class Pickler(pickle.Pickler):
         user = d.get("__module__", getattr(cls, "__module__", None)) in self.user_names
         if not user:
             for value in list(d.values()):
-                func = getattr(value, "__func__", value) if isinstance(
-                    value, (classmethod, staticmethod)) else value
-                if isinstance(func, FunctionType) and \
+                func = value.__func__ if type(value) in (classmethod, staticmethod) \
+                    else value
+                if type(func) is FunctionType and \
                         self.registry.full_ref(func.__code__) is not None:
                     user = True
                     break
@@ -867,7 +872,7 @@ class Pickler(pickle.Pickler):
                 continue            # created again from __slots__
             if key == "_abc_impl":
                 continue            # created again by abc._abc_init
-            if isinstance(value, _METHOD_LIKE):
+            if issubclass(vt, _METHOD_LIKE):
                 methods[key] = value
             else:
                 data[key] = value
@@ -1212,11 +1217,12 @@ class _Walker:
             return out + [(".__bases__", args[2])]
         if func is _set_global:
             return [(f"[{args[1]!r}]", args[2])]
-        if func is not copyreg.__newobj__ and func is not copyreg._reconstructor:
+        if func in (copyreg.__newobj__, copyreg.__newobj_ex__, copyreg._reconstructor):
+            out.append((".__class__", args[0]))
+            out += [(f".__reduce__()[1][{i}]", a) for i, a in enumerate(args) if i]
+        else:
             out.append((".__reduce__()[0]", func))
             out += [(f".__reduce__()[1][{i}]", a) for i, a in enumerate(args or ())]
-        else:
-            out += [(f".__reduce__()[1][{i}]", a) for i, a in enumerate(args[1:] or ())]
         if isinstance(state, dict):
             out += [(f".{k}", v) for k, v in state.items()]
         elif isinstance(state, tuple) and len(state) == 2 and \

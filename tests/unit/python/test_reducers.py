@@ -666,3 +666,89 @@ def test_plain_unpickler_is_refused(world):
     data, bufs = world.dumps({})
     with pytest.raises(pickle.UnpicklingError, match="Loader"):
         pickle.Unpickler(io.BytesIO(data), buffers=bufs).load()
+
+
+def test_unsaveable_global_is_named_without_roots(world):
+    world.module("__main__", """
+        import threading
+        ok = [1, 2]
+        class Holder:
+            pass
+        holder = Holder()
+        holder.guard = {"lock": threading.Lock()}
+    """, main=True)
+    with pytest.raises(Unsaveable) as e:
+        world.dumps({"frames": []}, roots={"local 'x'": [1]})
+    assert str(e.value) == ("global 'holder'.guard['lock'] (_thread.lock): "
+                            "cannot pickle '_thread.lock' object")
+    world.module("umod", "import socket\nconn = socket.socket()\n")
+    try:
+        with pytest.raises(Unsaveable) as e:
+            reducers.dumps({}, registry=world.registry, modules={"umod": world.modules["umod"]})
+        assert e.value.path == "global 'umod.conn'"
+    finally:
+        world.modules["umod"].conn.close()
+
+
+def test_closure_paths_and_extra_reducers(world):
+    mod = world.module("umod", """
+        import threading
+        def make():
+            guard = threading.Lock()
+            def locked():
+                return guard
+            return locked
+        locked = make()
+    """)
+    with pytest.raises(Unsaveable) as e:
+        world.dumps({}, roots={"local 'f'": mod.locked})
+    assert e.value.path == "local 'f'.<closure 'guard'>" and e.value.type_name == "_thread.lock"
+    with pytest.raises(Unsaveable) as e:        # reached through a class's globals
+        reducers.dumps({"f": mod.locked}, registry=world.registry, modules={},
+                       user_module_names={"umod"})
+    assert e.value.path.startswith("state['f'].") and e.value.type_name == "_thread.lock"
+    gmod = world.module("gmod", """
+        class Gen:
+            def __init__(self):
+                self.it = (i for i in range(3))
+    """)
+    g = gmod.Gen()
+    next(g.it)
+    data, bufs = reducers.dumps({"g": g}, registry=world.registry, modules={"gmod": gmod},
+                                reducers={types.GeneratorType: lambda gen: (list, ([1, 2],))})
+    assert reducers.loads(data, bufs, recompiler=Recompiler(compile_fn))["g"].it == [1, 2]
+
+
+def test_module_dict_held_directly_and_saved_again(world):
+    world.module("helper", """
+        def double(x):
+            return 2 * x
+    """)
+    main = world.module("__main__", """
+        import helper
+        counter = {"n": 0}
+        def bump():
+            counter["n"] += 1
+            return helper.double(counter["n"])
+    """, main=True)
+    main.bump()
+    # A module frame's state is its globals dict itself.
+    data, bufs = world.dumps({"f_globals": main.__dict__, "helper_globals":
+                              world.modules["helper"].__dict__})
+    world.forget()
+    restore_registry = CodeRegistry()
+    main2 = types.ModuleType("__main__")
+    loader = reducers.Loader(io.BytesIO(data), buffers=bufs, main_module=main2,
+                             recompiler=Recompiler(compile_fn, registry=restore_registry))
+    s = loader.load_state()
+    assert s["f_globals"] is main2.__dict__
+    assert s["helper_globals"] is sys.modules["helper"].__dict__ is loader.modules["helper"].__dict__
+    assert main2.bump() == 4
+    # Suspended again: the restored program is saved with the restoring registry.
+    data, bufs = reducers.dumps({"g": main2.__dict__}, registry=restore_registry,
+                                modules={"__main__": main2, "helper": sys.modules["helper"]})
+    sys.modules.pop("helper")
+    main3 = types.ModuleType("__main__")
+    s = reducers.loads(data, bufs, recompiler=Recompiler(compile_fn), main_module=main3)
+    assert s["g"] is main3.__dict__ and main3.bump() == 6
+    assert main3.bump.__code__ is not main2.bump.__code__
