@@ -1,0 +1,294 @@
+"""Loop instrumentation of the user's own code (DESIGN.md §2 "The wrap", §3.2).
+
+Every ``for``/``while``/``async for`` loop body of a module is rewritten, at the AST
+level, as::
+
+    for x in it:                      for x in it:
+        BODY              ->              try:
+    else:                                     BODY
+        ELSE                              except Exception:
+                                              __portal_rescue__(LOOP_LINE)
+                                              raise
+                                      else:
+                                          ELSE
+
+``LOOP_LINE`` is the loop statement's line number: the rescue entry point (a
+builtin installed by the runtime) finds the loop by it.  ``except Exception`` (not
+``BaseException``) lets ``GeneratorExit``, ``KeyboardInterrupt`` and ``SystemExit``
+pass untouched, and the exception is fetched in C so no name is bound.
+
+Locations, measured on CPython 3.11.2 (dis, and settrace event streams of plain and
+instrumented runs compared in tests/unit/python/test_instrument.py):
+
+* the ``try`` takes the location of the first statement of the body: the compiler
+  then emits no NOP and no line event for it, and a ``for`` loop runs exactly the
+  same instructions per iteration as before (a ``while`` loop gains one
+  ``JUMP_FORWARD`` over the handler, which is laid out before the loop test);
+* every node of the handler has no location (lineno = end_lineno = col_offset =
+  end_col_offset = -1, which the AST validator accepts): its instructions carry no
+  line number, so a traced run sees no line event from them, even for exceptions
+  that do not match (SystemExit, GeneratorExit); the bare ``raise`` re-raises
+  without a new traceback entry or ``exception`` event: tracebacks, ``tb_lineno``
+  and the line/call/exception event stream are those of the plain run.  Any real
+  line number (the loop's, line 0, ...) adds a ``line`` event when an exception
+  leaves the body;
+* the one difference left: when an exception leaves a frame through a loop handler,
+  the frame's last instruction is the line-less re-raise, so ``frame.f_lineno`` is
+  None in the ``return`` trace event (and on that dead frame), where the plain run
+  shows the raising line.  ``tb_lineno`` is unaffected.
+
+The wrap doubles CPython's static block nesting (``try`` inside the loop and the
+handler blocks, limit 20 per code object): loops whose wrap would not fit are left
+unwrapped, innermost first, so any program that compiles still compiles.
+"""
+import ast
+import warnings
+
+# Part of the instrumented-bytecode cache key: bump on any change of the output.
+VERSION = 1
+
+RESCUE_NAME = "__portal_rescue__"
+FAKE_OOM_NAME = "__portal_fake_oom__"
+CATCH_NAME = "Exception"
+
+# CPython 3.11 CO_MAXBLOCKS: at most this many frame blocks per code object.
+MAX_BLOCKS = 20
+
+_NO_LOC = dict(lineno=-1, col_offset=-1, end_lineno=-1, end_col_offset=-1)
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+_TRY_STAR = getattr(ast, "TryStar", ())
+
+
+# --- static block depth (what CPython's compiler pushes on its fblock stack) ----------
+#
+# Measured by nesting each construct under for-loops until "too many statically nested
+# blocks": a loop body is 1 block deeper than the loop (its else: 0); a with-statement
+# 1 per item; try/except: body +1, handler bodies +2 (the handler block and its
+# clean-up); try/finally: body +1 and finally body +1, around the try/except part;
+# try/except* like try/except; if/match: 0.  Functions and classes start a fresh count.
+# tests/unit/python/test_instrument.py checks the model against compile().
+
+def _need_list(stmts, memo):
+    """Deepest block nesting pushed inside a statement list, relative to it."""
+    need = 0
+    for s in stmts:
+        n = memo.get(id(s))
+        if n is None:
+            n = memo[id(s)] = _need_stmt(s, memo)
+        if n > need:
+            need = n
+    return need
+
+
+def _need_stmt(s, memo):
+    if isinstance(s, _LOOPS):
+        return max(1 + _need_list(s.body, memo), _need_list(s.orelse, memo))
+    if isinstance(s, (ast.With, ast.AsyncWith)):
+        return len(s.items) + _need_list(s.body, memo)
+    if isinstance(s, ast.Try) or (_TRY_STAR and isinstance(s, _TRY_STAR)):
+        inner = 1 + _need_list(s.body, memo)
+        if s.handlers:
+            hand = max(_need_list(h.body, memo) for h in s.handlers)
+            inner = max(inner, 2 + hand, _need_list(s.orelse, memo))
+        if s.finalbody:
+            if s.handlers:
+                inner += 1
+            inner = max(inner, 1 + _need_list(s.finalbody, memo))
+        return inner
+    if isinstance(s, ast.If):
+        return max(_need_list(s.body, memo), _need_list(s.orelse, memo))
+    if isinstance(s, ast.Match):
+        return max((_need_list(c.body, memo) for c in s.cases), default=0)
+    return 0        # simple statements; def/class bodies count from zero
+
+
+# --- the rewrite -------------------------------------------------------------------------
+
+def _copy_loc(node, src):
+    node.lineno = src.lineno
+    node.col_offset = src.col_offset
+    node.end_lineno = src.end_lineno
+    node.end_col_offset = src.end_col_offset
+    return node
+
+
+def _no_loc(node):
+    for n in ast.walk(node):
+        if isinstance(n, (ast.stmt, ast.expr, ast.excepthandler)):
+            n.__dict__.update(_NO_LOC)
+    return node
+
+
+def _handler(loop_line):
+    call = ast.Call(func=ast.Name(id=RESCUE_NAME, ctx=ast.Load()),
+                    args=[ast.Constant(value=loop_line)], keywords=[])
+    return _no_loc(ast.ExceptHandler(
+        type=ast.Name(id=CATCH_NAME, ctx=ast.Load()), name=None,
+        body=[ast.Expr(value=call), ast.Raise(exc=None, cause=None)]))
+
+
+def _fake_call(index, loc):
+    call = ast.Call(func=_copy_loc(ast.Name(id=FAKE_OOM_NAME, ctx=ast.Load()), loc),
+                    args=[_copy_loc(ast.Constant(value=index), loc)], keywords=[])
+    return _copy_loc(ast.Expr(value=_copy_loc(call, loc)), loc)
+
+
+def _start(stmt):
+    """The node where a statement starts: its first decorator, if any (a decorated
+    def/class runs its decorator lines first)."""
+    decorators = getattr(stmt, "decorator_list", None)
+    return decorators[0] if decorators else stmt
+
+
+def _is_docstring(stmt):
+    return (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Constant)
+            and isinstance(stmt.value.value, str))
+
+
+def _is_future(stmt):
+    return isinstance(stmt, ast.ImportFrom) and stmt.module == "__future__" \
+        and stmt.level == 0
+
+
+class _Rewriter:
+    def __init__(self, fake_lines, wrap):
+        self.fake_lines = fake_lines      # line -> [spec index, ...]
+        self.wrap = wrap
+        self.memo = {}
+        self.wrapped = []
+
+    # A statement list at static block depth `depth`; `kind` says whether it is a
+    # module/def/class body (docstring, __future__ imports stay first).
+    def body(self, stmts, depth, kind=None):
+        for s in stmts:
+            self.stmt(s, depth)
+        if self.fake_lines:
+            stmts = self.insert_fake(stmts, kind)
+        return stmts
+
+    def stmt(self, s, depth):
+        if isinstance(s, _LOOPS):
+            self.loop(s, depth)
+        elif isinstance(s, _SCOPES):
+            s.body = self.body(s.body, 0, "class" if isinstance(s, ast.ClassDef) else "def")
+        elif isinstance(s, (ast.With, ast.AsyncWith)):
+            s.body = self.body(s.body, depth + len(s.items))
+        elif isinstance(s, ast.Try) or (_TRY_STAR and isinstance(s, _TRY_STAR)):
+            base = depth + (1 if s.finalbody and s.handlers else 0)
+            s.body = self.body(s.body, base + 1)
+            for h in s.handlers:
+                h.body = self.body(h.body, base + 2)
+            s.orelse = self.body(s.orelse, base)
+            s.finalbody = self.body(s.finalbody, depth + 1)
+        elif isinstance(s, ast.If):
+            s.body = self.body(s.body, depth)
+            s.orelse = self.body(s.orelse, depth)
+        elif isinstance(s, ast.Match):
+            for c in s.cases:
+                c.body = self.body(c.body, depth)
+
+    def loop(self, s, depth):
+        # Wrapped, the body sits under the loop block and our try block, and our
+        # handler body under the loop block and the two handler blocks.
+        fits = (self.wrap
+                and depth + 2 + _need_list(s.body, self.memo) <= MAX_BLOCKS
+                and depth + 3 <= MAX_BLOCKS)
+        body = self.body(s.body, depth + (2 if fits else 1))
+        if fits:
+            first, last = body[0], body[-1]
+            t = ast.Try(body=body, handlers=[_handler(s.lineno)], orelse=[], finalbody=[],
+                        lineno=first.lineno, col_offset=first.col_offset,
+                        end_lineno=last.end_lineno, end_col_offset=last.end_col_offset)
+            body = [t]
+            self.wrapped.append(s.lineno)
+        s.body = body
+        s.orelse = self.body(s.orelse, depth)
+
+    def insert_fake(self, stmts, kind):
+        out = []
+        # Statements that must stay first: a docstring, then (module) __future__ imports.
+        head = 0
+        if kind is not None and stmts and _is_docstring(stmts[0]):
+            head = 1
+        if kind == "module":
+            while head < len(stmts) and _is_future(stmts[head]):
+                head += 1
+        pending = []       # fake calls for head statements, placed right after the head
+        prev_line = None
+        for i, s in enumerate(stmts):
+            start = _start(s)
+            line = start.lineno
+            indexes = self.fake_lines.get(line) if line != prev_line else None
+            prev_line = line
+            if indexes:
+                calls = [_fake_call(ix, start) for ix in indexes]
+                if i < head:
+                    pending.extend(calls)
+                else:
+                    out.extend(calls)
+            out.append(s)
+            if i == head - 1:
+                out.extend(pending)
+        return out
+
+
+def instrument(tree, *, fake_oom=None, wrap=True):
+    """Rewrite `tree` (an ast.Module, modified in place) and return it with the list of
+    the line numbers of the loops whose bodies were wrapped, in source order of their
+    bodies' completion (innermost first within a nest).
+
+    fake_oom: None, or a list of (spec_index, line): before every statement that
+    starts on `line`, a call ``__portal_fake_oom__(spec_index)`` with the statement's
+    location is inserted (a test fixture, DESIGN.md §4).  wrap=False inserts only
+    those calls (a file that is not the user's own code)."""
+    fake_lines = {}
+    for index, line in fake_oom or ():
+        fake_lines.setdefault(int(line), []).append(int(index))
+    r = _Rewriter(fake_lines, wrap)
+    tree.body = r.body(tree.body, 0, "module")
+    return tree, r.wrapped
+
+
+def compile_user_source(source, filename, fake_oom=None, *, wrap=True):
+    """compile(source, filename, "exec", dont_inherit=True) of the instrumented source.
+
+    `source` is bytes (coding cookie and BOM honoured, as compile() does) or str.
+    A SyntaxError (or any other error) is exactly the one compile() raises for the
+    plain source.  Should the instrumented tree ever not compile where the plain
+    source does, the plain code is returned: a program that python runs always runs."""
+    try:
+        tree = compile(source, filename, "exec", ast.PyCF_ONLY_AST, dont_inherit=True)
+    except (RecursionError, MemoryError):
+        tree = None           # too deep for the ast module: fall back, outside the handler
+    if tree is not None:
+        try:
+            tree, _ = instrument(tree, fake_oom=fake_oom, wrap=wrap)
+        except (RecursionError, MemoryError):
+            tree = None
+    if tree is None:
+        return _plain(source, filename)
+    try:
+        return compile(tree, filename, "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        # An error of the compiler stage ('return' outside function, ...): raise
+        # python's own.  If plain compile() succeeds, the error was either a warning
+        # turned into an error (python raises the same) or a nesting overflow of
+        # ours, which the budget rules out (then run uninstrumented).
+        error = exc
+    except (RecursionError, MemoryError, ValueError, TypeError):
+        error = None
+    try:
+        code = _plain(source, filename)
+    finally:
+        tree = None
+    if error is not None and error.msg != "too many statically nested blocks":
+        raise error
+    return code
+
+
+def _plain(source, filename):
+    # The parse already issued its warnings once.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return compile(source, filename, "exec", dont_inherit=True)
