@@ -1,0 +1,328 @@
+"""Import hook: the user's own modules are compiled instrumented (DESIGN.md §3.2).
+
+install() puts a meta-path finder in front of importlib's PathFinder.  It asks
+PathFinder for the spec (so that the spec, __file__, __cached__, __path__, namespace
+packages and reload are python's own) and, for a plain source module of the user's
+code (a SourceFileLoader spec whose origin is a .py file that UserCode accepts),
+swaps in PortalLoader, a SourceFileLoader whose get_code() returns the code of
+instrument.compile_user_source().  get_source, get_resource_reader, is_package,
+exec_module and friends are SourceFileLoader's.
+
+The finder sits right before PathFinder, not first of all: BuiltinImporter and
+FrozenImporter keep precedence (a user's time.py still loses to the builtin `time`,
+the frozen `os` stays frozen), and finders that site or the program put in front of
+PathFinder keep their place.
+
+Instrumented code is cached, never in python's own .pyc (name or format): beside it,
+in __pycache__ (or under sys.pycache_prefix), as
+NAME.cpython-311[.opt-N].portal-FORMAT.pyc, with a header of its own: a magic that
+python rejects, the instrumenter version, flags (wrapped or not, -O level), the
+source's SipHash and length (the source is read on every import, as the code
+registry needs it anyway, so a cache is never stale whatever the file times say)
+and the fake-OOM lines.  It is written atomically (temporary file + rename), and
+skipped silently when the directory is not writable and when
+sys.dont_write_bytecode is set.
+
+When install() is given a codeindex.CodeRegistry, every instrumented module (and the
+main script, compile_main) is registered there with the source it came from.
+"""
+import _imp
+import marshal
+import os
+import sys
+from importlib import _bootstrap_external
+from importlib.machinery import PathFinder, SourceFileLoader
+from importlib.util import MAGIC_NUMBER, cache_from_source
+
+from _portal import instrument
+
+FORMAT = 1
+_MAGIC = b"PORTAL" + bytes((FORMAT, 0)) + MAGIC_NUMBER
+_FLAG_WRAP = 1
+
+# What install() was given: compile_main() uses the same fake-OOM specs.
+_installed = {"user_code": None, "fake_oom": None, "finder": None, "registry": None}
+
+
+# --- fake-OOM specs -----------------------------------------------------------------------
+
+def _spec_list(fake_oom):
+    """The specs of fake_oom: a FakeOom (its .specs), or a sequence of specs."""
+    if not fake_oom:
+        return ()
+    specs = getattr(fake_oom, "specs", fake_oom)
+    return tuple(specs)
+
+
+def _spec_fields(spec):
+    """(path_suffix, line) of a fake-OOM spec: a tuple (suffix, line, ...) or an object
+    with .suffix (or .path_suffix) and .line (fake_oom.Spec)."""
+    if isinstance(spec, (tuple, list)):
+        return os.fspath(spec[0]), int(spec[1])
+    suffix = getattr(spec, "suffix", None)
+    if suffix is None:
+        suffix = spec.path_suffix
+    return os.fspath(suffix), int(spec.line)
+
+
+def fake_oom_lines(path, fake_oom):
+    """((spec_index, line), ...) of the specs whose path suffix ends `path` (the file
+    name the code is compiled with, as fake_oom.Spec.matches does); None when none."""
+    if not fake_oom or not path:
+        return None
+    out = []
+    for index, spec in enumerate(_spec_list(fake_oom)):
+        suffix, line = _spec_fields(spec)
+        if suffix and path.endswith(suffix):
+            out.append((index, line))
+    return tuple(out) or None
+
+
+# --- the instrumented-bytecode cache ------------------------------------------------------
+
+def portal_cache_path(source_path):
+    """Where the instrumented code of source_path is cached (None: nowhere)."""
+    try:
+        pyc = cache_from_source(source_path)
+    except (NotImplementedError, ValueError):
+        return None
+    return pyc[:-len(".pyc")] + f".portal-{FORMAT}.pyc"
+
+
+_HASH_KEY = int.from_bytes(_MAGIC[:8], "little")
+
+
+def _header(source, wrap, fake):
+    """The cache file's header: what the cached code depends on.  The source is
+    identified by its content (SipHash, as python's hash-based .pyc) and length,
+    so a cache is never stale, whatever the file times say."""
+    flags = (_FLAG_WRAP if wrap else 0) | (sys.flags.optimize << 1)
+    fake_bytes = repr(tuple(fake or ())).encode()
+    return b"".join((
+        _MAGIC,
+        instrument.VERSION.to_bytes(4, "little"),
+        flags.to_bytes(4, "little"),
+        _imp.source_hash(_HASH_KEY, source),
+        len(source).to_bytes(8, "little"),
+        len(fake_bytes).to_bytes(4, "little"),
+        fake_bytes,
+    ))
+
+
+def _read_cache(cache_path, header):
+    try:
+        with open(cache_path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    if data[:len(header)] != header:
+        return None
+    try:
+        code = marshal.loads(memoryview(data)[len(header):])
+    except (EOFError, ValueError, TypeError):
+        return None
+    return code if isinstance(code, type(_read_cache.__code__)) else None
+
+
+def _write_cache(cache_path, source_path, data):
+    """Atomically, as importlib writes a .pyc; silently nothing on any OSError."""
+    try:
+        mode = (os.stat(source_path).st_mode | 0o200) & 0o666
+    except OSError:
+        mode = 0o666
+    directory = os.path.dirname(cache_path)
+    try:
+        os.makedirs(directory, exist_ok=True)
+    except OSError:
+        return False
+    tmp = f"{cache_path}.{os.getpid()}.{id(data)}.tmp"
+    try:
+        fd = os.open(tmp, os.O_EXCL | os.O_CREAT | os.O_WRONLY, mode)
+    except OSError:
+        return False
+    try:
+        with open(fd, "wb") as f:
+            f.write(data)
+        os.replace(tmp, cache_path)
+    except OSError:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        return False
+    return True
+
+
+def load_code(source_path, wrap=True, fake=None, source=None, read=None, registry=None):
+    """(code, source) where code is the instrumented code of source_path, from the
+    cache if it holds this very source, else compiled (and cached); code is None when
+    it does not compile (the caller then raises python's own error by compiling the
+    plain source).  source: the source bytes if already read; read: how to read
+    them (a loader's get_data), open() by default.  registry: a
+    codeindex.CodeRegistry in which wrapped code is registered."""
+    if source is None:
+        if read is None:
+            with open(source_path, "rb") as f:
+                source = f.read()
+        else:
+            source = read(source_path)
+    key = source.encode("utf-8", "surrogateescape") if isinstance(source, str) else source
+    cache_path = portal_cache_path(source_path)
+    header = _header(key, wrap, fake)
+    code = _read_cache(cache_path, header) if cache_path is not None else None
+    if code is not None:
+        _imp._fix_co_filename(code, source_path)
+    else:
+        try:
+            code = instrument.compile_user_source(source, source_path, fake, wrap=wrap)
+        except Exception:
+            return None, source
+        if cache_path is not None and not sys.dont_write_bytecode:
+            _write_cache(cache_path, source_path, header + marshal.dumps(code))
+    if registry is not None and wrap:
+        registry.register(source_path, code, key)
+    return code, source
+
+
+# --- loader and finder ----------------------------------------------------------------------
+
+class PortalLoader(SourceFileLoader):
+    """SourceFileLoader whose code is instrumented (and cached apart)."""
+
+    def __init__(self, fullname, path, wrap=True, fake_oom=None, registry=None):
+        super().__init__(fullname, path)
+        self._portal_wrap = wrap
+        self._portal_fake = fake_oom
+        self._portal_registry = registry
+
+    def _portal_load(self, source_path):
+        return load_code(source_path, self._portal_wrap, self._portal_fake, None,
+                         self.get_data, self._portal_registry)
+
+
+# get_code() must look like importlib's own in a traceback.  When the source does not
+# compile, python's error is raised the way importlib raises it, through
+# SourceLoader.source_to_code -> _call_with_frames_removed(compile, ...), and:
+# * under an import statement, the import system hides a chain of importlib frames
+#   only when it is unbroken down to _call_with_frames_removed (Python/import.c,
+#   remove_importlib_frames): get_code sits in that chain;
+# * under runpy (python -m), nothing is hidden and the traceback names
+#   `<frozen importlib._bootstrap_external>`, line N, in get_code, N being the line of
+#   importlib's call of source_to_code.
+# So get_code is compiled under importlib's file name, with its call of
+# source_to_code on that same line.
+_GET_CODE = """
+def get_code(self, fullname):
+    source_path = self.get_filename(fullname)
+    code, source = self._portal_load(source_path)
+    if code is None:
+        code = self.source_to_code(source, source_path)
+    return code
+"""
+_GET_CODE_CALL_LINE = 6
+
+
+def _importlib_source_to_code_line():
+    """The line of SourceLoader.get_code's call of self.source_to_code (1074 in 3.11.2)."""
+    import opcode
+    code = _bootstrap_external.SourceLoader.get_code.__code__
+    try:
+        index = code.co_names.index("source_to_code")
+    except ValueError:
+        return None
+    raw = code.co_code
+    ops = {opcode.opmap.get("LOAD_METHOD"), opcode.opmap.get("LOAD_ATTR")}
+    positions = list(code.co_positions())
+    for i in range(0, len(raw), 2):
+        if raw[i] in ops and raw[i + 1] == index:
+            return positions[i // 2][0]
+    return None
+
+
+def _make_get_code():
+    line = _importlib_source_to_code_line()
+    pad = "\n" * (line - _GET_CODE_CALL_LINE) if line and line > _GET_CODE_CALL_LINE else ""
+    ns = {"__name__": __name__}
+    exec(compile(pad + _GET_CODE, "<frozen importlib._bootstrap_external>", "exec"), ns)
+    fn = ns["get_code"]
+    fn.__qualname__ = "PortalLoader.get_code"
+    fn.__doc__ = "The module's instrumented code (importlib's get_code, instrumented)."
+    return fn
+
+
+PortalLoader.get_code = _make_get_code()
+
+
+class PortalFinder:
+    """Meta-path finder: PathFinder's spec, with PortalLoader for the user's code."""
+
+    def __init__(self, user_code, fake_oom=None, registry=None):
+        self.user_code = user_code
+        self.fake_oom = _spec_list(fake_oom) or None
+        self.registry = registry
+
+    def find_spec(self, fullname, path=None, target=None):
+        spec = PathFinder.find_spec(fullname, path, target)
+        if spec is None:
+            return None
+        loader = spec.loader
+        if type(loader) is not SourceFileLoader:
+            return spec
+        origin = spec.origin
+        if not isinstance(origin, str) or not origin.endswith(".py"):
+            return spec
+        wrap = self.user_code is not None and self.user_code.is_user_file(origin)
+        fake = fake_oom_lines(origin, self.fake_oom)
+        if wrap or fake:
+            spec.loader = PortalLoader(loader.name, loader.path, wrap, fake, self.registry)
+        return spec
+
+    def invalidate_caches(self):
+        pass        # PathFinder, still on sys.meta_path, clears its own caches
+
+    def __repr__(self):
+        return f"<PortalFinder {self.user_code!r}>"
+
+
+def install(user_code, fake_oom=None, registry=None):
+    """Install the finder right before PathFinder on sys.meta_path (replacing one
+    installed before).  fake_oom: a fake_oom.FakeOom, or its specs: objects with
+    .suffix and .line, or (path_suffix, line) tuples, in spec order (the index is
+    what __portal_fake_oom__ receives).  registry: a codeindex.CodeRegistry in which
+    every instrumented module's code is registered."""
+    uninstall()
+    finder = PortalFinder(user_code, fake_oom, registry)
+    for i, f in enumerate(sys.meta_path):
+        if f is PathFinder:
+            sys.meta_path.insert(i, finder)
+            break
+    else:
+        sys.meta_path.append(finder)
+    _installed.update(user_code=user_code, fake_oom=finder.fake_oom, finder=finder,
+                      registry=registry)
+    return finder
+
+
+def uninstall():
+    sys.meta_path[:] = [f for f in sys.meta_path if not isinstance(f, PortalFinder)]
+    _installed.update(user_code=None, fake_oom=None, finder=None, registry=None)
+
+
+_INSTALLED = object()
+
+
+def compile_main(path, source=None, fake_oom=_INSTALLED, registry=_INSTALLED):
+    """The instrumented code of the main script `path` (its co_filename: the name
+    python gives the script), through the same cache; a SyntaxError is python's own
+    (compile() of the plain source).  source: its bytes if already read.  fake_oom
+    and registry: those given to install() unless given here."""
+    if fake_oom is _INSTALLED:
+        fake_oom = _installed["fake_oom"]
+    if registry is _INSTALLED:
+        registry = _installed["registry"]
+    path = os.fspath(path)
+    code, source = load_code(path, True, fake_oom_lines(path, fake_oom), source,
+                             None, registry)
+    if code is None:
+        code = compile(source, path, "exec", dont_inherit=True)
+    return code
