@@ -61,7 +61,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
-from . import reducers
+from . import reducers as _reducers
 from .codeindex import REGISTRY, CodeChanged, sha256_hex
 
 __all__ = ["write_checkpoint", "read_checkpoint", "CheckpointInfo", "CheckpointError",
@@ -270,14 +270,14 @@ def _check_name(name):
 
 
 def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fields=None,
-                     *, registry=None, modules=None, user_module_names=(), reducers_=None):
+                     *, registry=None, modules=None, user_module_names=(), reducers=None):
     """Write ``state`` as checkpoint ``parent_dir/name`` and commit it atomically.
 
     roots_for_errors  {description: object} for the message of ``Unsaveable``
     manifest_fields   caller fields of the manifest (script, argv, error, loop,
                       sources ...); the reserved keys are refused; "sources"
                       defaults to every file of the code registry
-    registry, modules, user_module_names, reducers_  passed to reducers.Pickler
+    registry, modules, user_module_names, reducers  passed to reducers.Pickler
 
     Returns ``CheckpointInfo(path, total_bytes, manifest)``.  On any failure
     (``reducers.Unsaveable``, ``OSError`` such as ENOSPC, ``MemoryError`` ...) the
@@ -304,9 +304,9 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
         fd = _create(os.path.join(tmp, STATE))
         try:
             out = _HashingWriter(fd)
-            pickler = reducers.Pickler(out, registry=registry, modules=modules,
+            pickler = _reducers.Pickler(out, registry=registry, modules=modules,
                                        user_module_names=user_module_names,
-                                       buffer_callback=buffers.append, reducers=reducers_)
+                                       buffer_callback=buffers.append, reducers=reducers)
             pickler.dump_state(state, roots_for_errors)
             del pickler
             os.fsync(fd)
@@ -558,7 +558,7 @@ def read_checkpoint(path, recompiler, *, main_module=None, check_sources=True,
     state_data = opened[STATE].data
     stream = state_data if isinstance(state_data, mmap.mmap) else io.BytesIO(state_data)
     del opened
-    loader = reducers.Loader(stream, buffers=buffers, recompiler=recompiler,
+    loader = _reducers.Loader(stream, buffers=buffers, recompiler=recompiler,
                              main_module=main_module)
     try:
         state = loader.load_state()

@@ -287,6 +287,10 @@ def _set_global(module_dict, key, value):
     module_dict[key] = value
 
 
+def _set_module_class(module, cls):
+    module.__class__ = cls
+
+
 # --- classes ---------------------------------------------------------------
 
 class _SuppressInitSubclass:
@@ -495,7 +499,10 @@ def user_modules(registry=None, names=(), main=True):
     files = set(registry.filenames())
     names = set(names)
     found, seen = {}, set()
-    for name, mod in list(sys.modules.items()):
+    items = list(sys.modules.items())
+    if main and "__main__" in sys.modules:      # before an alias such as __mp_main__
+        items.insert(0, ("__main__", sys.modules["__main__"]))
+    for name, mod in items:
         if not issubclass(type(mod), ModuleType) or id(mod) in seen:
             continue
         if name in names or (main and name == "__main__") or \
@@ -568,8 +575,11 @@ class Pickler(pickle.Pickler):
         self.memo = memo
         fills = []
         for name in self._fill_order():
-            d = self.modules[name].__dict__
+            mod = self.modules[name]
+            d = _module_dict(mod)
             fills.extend(_SetGlobal(d, k, v) for k, v in list(d.items()))
+            if type(mod) is not ModuleType:      # sys.modules[__name__].__class__ = ...
+                fills.append(_SetGlobal(None, mod, type(mod)))
         try:
             _run_deep(self.dump, (fills, state))
         except (MemoryError, RecursionError) as exc:
@@ -628,7 +638,8 @@ class Pickler(pickle.Pickler):
             typing.ParamSpec: self._reduce_typevar,
             _ModuleDict: lambda ph: (_ctx_module_dict, (ph.name,)),
             _LibraryDict: lambda ph: (_rb_library_dict, (ph.name,)),
-            _SetGlobal: lambda s: (_set_global, (s.module_dict, s.key, s.value)),
+            _SetGlobal: lambda s: (_set_global, (s.module_dict, s.key, s.value))
+            if s.module_dict is not None else (_set_module_class, (s.key, s.value)),
             _TorchStorage: self._reduce_torch_storage,
             PickleBuffer: _not_implemented,
         }
@@ -657,6 +668,8 @@ class Pickler(pickle.Pickler):
             return handler
         if issubclass(t, type):
             return self._reduce_class
+        if issubclass(t, ModuleType):
+            return self._reduce_module
         if issubclass(t, property):
             return self._reduce_property
         if issubclass(t, functools.cached_property):
@@ -839,7 +852,7 @@ class Pickler(pickle.Pickler):
         if sys.modules.get(modname) is mod:
             return (_rb_import, (modname,))
         # A module object that is not imported anywhere: saved by value, detached.
-        return (_rb_detached_module, (modname,), dict(mod.__dict__), None, None,
+        return (_rb_detached_module, (modname,), dict(_module_dict(mod)), None, None,
                 _fill_module)
 
     # --- classes ---

@@ -281,7 +281,7 @@ def test_failures_leave_the_previous_checkpoint(program, monkeypatch):
     with pytest.raises(MemoryError):
         write_checkpoint(parent, "job", {"x": threading}, None, {},
                          registry=program.registry, modules=program.modules,
-                         reducers_={types.ModuleType: _raise_memory_error})
+                         reducers={types.ModuleType: _raise_memory_error})
     assert _no_temporaries(parent) == [] and read(info.path)[1] == {"gen": 1}
 
 

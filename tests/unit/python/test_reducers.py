@@ -328,6 +328,16 @@ def test_dataclasses_enums_metaclasses_abcs(world):
         class NT(typing.NamedTuple):
             a: int
             b: str = "b"
+        T = typing.TypeVar("T")
+        class Box(typing.Generic[T]):
+            def __init__(self, item: T):
+                self.item = item
+        @typing.runtime_checkable
+        class Sized(typing.Protocol):
+            def size(self) -> int: ...
+        class HasSize:
+            def size(self):
+                return 1
         fav = Color.GREEN
         both = Perm.R | Perm.W
         dc = DC(1, [2])
@@ -358,10 +368,12 @@ def test_dataclasses_enums_metaclasses_abcs(world):
         m2.Shape()
     assert m2.Square().area() == 4 and isinstance(m2.Virtual(), m2.Shape)
     assert m2.nt == m2.NT(1, "b") and m2.nt._replace(a=2).a == 2
+    assert m2.Box[int](3).item == 3 and m2.Box.__parameters__ == (m2.T,)
+    assert isinstance(m2.HasSize(), m2.Sized) and not isinstance(1, m2.Sized)
 
 
 def test_library_objects_by_reference(world):
-    mod = world.module("umod", """
+    world.module("umod", """
         import contextlib, dataclasses, functools, os, sys, typing
         T = typing.TypeVar("T", bound=int)
         out = sys.stdout
@@ -403,7 +415,7 @@ def test_library_local_function_is_marshalled(world):
 
 
 def test_builtin_kinds(world):
-    mod = world.module("umod", """
+    world.module("umod", """
         import functools, types, weakref
         class Thing:
             def method(self):
@@ -585,6 +597,19 @@ def test_memmap_is_remapped_not_copied(world, tmp_path):
 
 def test_torch_tensors_share_storage_out_of_band(world):
     torch = pytest.importorskip("torch")
+    mod = world.module("umod", """
+        import torch
+        class Net(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.fc = torch.nn.Linear(4, 2)
+            def forward(self, x):
+                return self.fc(x).relu()
+        net = Net()
+        opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9)
+        net(torch.ones(3, 4)).sum().backward()
+        opt.step()
+    """)
     base = torch.arange(12, dtype=torch.float32).reshape(3, 4)
     view = base[1:, ::2]
     lin = torch.nn.Linear(4, 2)
@@ -592,8 +617,17 @@ def test_torch_tensors_share_storage_out_of_band(world):
     bf = torch.ones(5, dtype=torch.bfloat16)
     data, bufs = world.dumps({"base": base, "view": view, "lin": lin, "bf": bf,
                               "gen": torch.Generator().manual_seed(3)})
-    assert len(data) < 8192 and len(bufs) >= 4
-    s = reducers.loads(data, bufs)
+    assert len(data) < 16384 and len(bufs) >= 4
+    world.forget()
+    s = reducers.loads(data, bufs, recompiler=Recompiler(compile_fn))
+    m2 = sys.modules["umod"]
+    assert type(m2.net) is m2.Net and m2.opt.param_groups[0]["params"][0] is m2.net.fc.weight
+    assert torch.equal(m2.net(torch.ones(1, 4)), mod.net(torch.ones(1, 4)))
+    assert torch.equal(m2.opt.state[m2.net.fc.weight]["momentum_buffer"],
+                       mod.opt.state[mod.net.fc.weight]["momentum_buffer"])
+    m2.opt.step()                                   # the optimizer still drives the model
+    mod.opt.step()
+    assert torch.equal(m2.net.fc.weight, mod.net.fc.weight)
     assert torch.equal(s["view"], view) and s["view"].stride() == view.stride()
     s["base"][1, 0] = 100
     assert s["view"][0, 0] == 100                              # one storage
@@ -610,7 +644,7 @@ def test_torch_tensors_share_storage_out_of_band(world):
 # --- deep graphs and errors -----------------------------------------------------
 
 def test_deep_graph_saves(world):
-    mod = world.module("umod", """
+    world.module("umod", """
         class Node:
             def __init__(self, nxt):
                 self.nxt = nxt
@@ -752,3 +786,19 @@ def test_module_dict_held_directly_and_saved_again(world):
     s = reducers.loads(data, bufs, recompiler=Recompiler(compile_fn), main_module=main3)
     assert s["g"] is main3.__dict__ and main3.bump() == 6
     assert main3.bump.__code__ is not main2.bump.__code__
+
+
+def test_module_with_its_own_class(world):
+    mod = world.module("umod", """
+        import sys, types
+        _hidden = 21
+        class Mod(types.ModuleType):
+            @property
+            def answer(self):
+                return _hidden * 2
+        sys.modules[__name__].__class__ = Mod
+    """)
+    assert mod.answer == 42
+    state, _ = world.roundtrip({"m": mod})
+    m2 = state["m"]
+    assert m2 is sys.modules["umod"] and type(m2) is m2.Mod and m2.answer == 42
