@@ -402,7 +402,7 @@ def _read_manifest(directory):
     except FileNotFoundError:
         _fail(f"checkpoint: {MANIFEST}: missing (not a checkpoint, or an incomplete one)")
     except OSError as exc:
-        _fail(f"checkpoint: {MANIFEST}: cannot be read ({exc.strerror or exc})")
+        _fail(f"checkpoint: {MANIFEST}: cannot be read ({str(exc.strerror or exc).lower()})")
     try:
         manifest = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -462,7 +462,7 @@ class _Opened:
         except FileNotFoundError:
             _fail(f"checkpoint: {rel}: missing")
         except OSError as exc:
-            _fail(f"checkpoint: {rel}: cannot be opened ({exc.strerror or exc})")
+            _fail(f"checkpoint: {rel}: cannot be opened ({str(exc.strerror or exc).lower()})")
         try:
             size = os.fstat(fd).st_size
             want = record["size"]

@@ -1116,11 +1116,15 @@ def _run_deep(fn, arg):
             return fn(arg)
     finally:
         threading.stack_size(old_size)
-    try:
-        thread.join()
-    finally:
-        if not thread.is_alive():
-            sys.setrecursionlimit(old_limit)
+    interrupted = None
+    while thread.is_alive():        # never leave it writing to a file being removed
+        try:
+            thread.join()
+        except KeyboardInterrupt as exc:
+            interrupted = exc
+    sys.setrecursionlimit(old_limit)
+    if interrupted is not None:
+        raise interrupted
     if error:
         raise error[0]
     return result[0]
