@@ -19,13 +19,16 @@ import sys
 def main():
     # The -c line put our package directory first; the program must not see it.
     package_dir = sys.path.pop(0)
+    if sys.argv[1] == "resume":
+        from _portal import _toplevel
+        return _resume(_toplevel, sys.argv[2], package_dir)
     mode, target, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     spelling, args = sys.argv[4:4 + n], sys.argv[4 + n:]
     from _portal import _toplevel
-    _forget_imports(package_dir)
+    _PORTAL_MODULES.update(_forget_imports(package_dir))
     sys.orig_argv[1:] = spelling + args
     if mode == "script":
-        _run_script(_toplevel, target, args)
+        _run_script(_toplevel, target, args, package_dir)
     elif mode == "module":
         _run_module(_toplevel, target, args)
     elif mode == "command":
@@ -35,14 +38,39 @@ def main():
 
 
 def _forget_imports(package_dir):
-    """Take the bootstrap's own imports out of sys.modules and
-    sys.path_importer_cache, which a program can read: under python neither holds
-    them.  The functions running now keep their modules alive."""
-    for name in ("_portal._toplevel", "_portal.boot", "_portal"):
-        sys.modules.pop(name, None)
+    """Take Portal's own modules out of sys.modules and sys.path_importer_cache,
+    which a program can read: under python neither holds them.  The functions
+    running now keep their modules alive; the runtime keeps them to put back
+    when it needs more of its package (only at a rescue).  Returns them."""
+    ours = {name: module for name, module in sys.modules.items()
+            if name == "_portal" or name.startswith("_portal.")}
+    for name in ours:
+        del sys.modules[name]
     for path in list(sys.path_importer_cache):
         if path == package_dir or path.startswith(package_dir + os.sep):
             del sys.path_importer_cache[path]
+    return ours
+
+
+def _start_runtime(main_filename, package_dir, hide=True, **kwargs):
+    """Portal's runtime for the program: the import hook that instruments the
+    user's code, the rescue entry point, the fake-OOM fixture.  Exits 2 with a
+    message for a bad PORTAL_FAKE_OOM."""
+    sys.modules.update(_PORTAL_MODULES)
+    from _portal.fake_oom import FakeOomSpecError
+    try:
+        from _portal.runtime import Runtime
+        runtime = Runtime(main_filename, **kwargs)
+    except FakeOomSpecError as e:
+        sys.stderr.write(f"portal: PORTAL_FAKE_OOM: {e}\n")
+        raise SystemExit(2) from None
+    runtime.install()
+    if hide:
+        runtime.portal_modules = _forget_imports(package_dir)
+    return runtime
+
+
+_PORTAL_MODULES = {}
 
 
 def _get_importer(path):
@@ -88,7 +116,7 @@ def _exit(status):
         raise SystemExit(status)
 
 
-def _run_script(toplevel, path, args):
+def _run_script(toplevel, path, args, package_dir):
     _set_argv(path, args)
     # CPython makes the file name absolute by joining it to the working directory,
     # without normalising it ('./x.py' -> '/cwd/./x.py'); tracebacks show that name.
@@ -112,8 +140,9 @@ def _run_script(toplevel, path, args):
     # importlib.machinery would import importlib (and warnings) for the program.
     loader_type = sys.modules["_frozen_importlib"]._bootstrap_external.SourceFileLoader
     globals_["__loader__"] = loader_type("__main__", filename)
+    runtime = _start_runtime(filename, package_dir)
     try:
-        code = compile(source, filename, "exec", dont_inherit=True)
+        code = runtime.compile_main(filename, source)
         status = None
     except SyntaxError as exc:
         # python reports a script's syntax error with no traceback entries.
@@ -147,3 +176,20 @@ def _run_command(toplevel, command, args):
         _exit(toplevel.fail(exc.with_traceback(None)))
         return
     _exit(toplevel.run(code, globals_))
+
+
+def _resume(toplevel, job_dir, package_dir):
+    """`portal resume JOB`: continue the suspended program in this process."""
+    from _portal import restore
+    try:
+        runtime, main_code, globals_ = restore.start(
+            job_dir, lambda main_filename, **kw: _start_runtime(main_filename, package_dir, hide=False, **kw))
+    except restore.ResumeError as e:
+        sys.stderr.write(f"portal: resume: {e}; the job stays suspended\n")
+        raise SystemExit(1) from None
+    runtime.portal_modules = _forget_imports(package_dir)
+    status = toplevel.run(main_code, globals_, True)
+    del main_code
+    globals_.pop("__file__", None)
+    globals_.pop("__cached__", None)
+    _exit(status)

@@ -1,0 +1,157 @@
+"""Capture: the chain of frames from __main__ down to the loop, read in place.
+
+Called from the loop's rescue handler while the loop frame is still running, so
+its value stack (the loop's iterator and anything under it) can be read; the
+callers are suspended in their calls.  Each frame becomes a FrameState: where it
+continues, its live fast locals, and its stack below the point of re-entry.
+Anything that cannot be re-entered faithfully raises Decline with the reason, and
+the rescue falls back to the next loop out.
+"""
+import inspect
+
+from _portal import _frames, codemap
+from _portal.state import EMPTY, CallInfo, FrameState
+
+CO_GENERATOR = inspect.CO_GENERATOR
+CO_NOT_GENERATOR_LIKE = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+
+
+class Decline(Exception):
+    """This loop cannot be the resume point; str() says why."""
+
+
+def _where(frame):
+    return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}()"
+
+
+def _names(code):
+    n = code.co_nlocals + len(code.co_cellvars) + len(code.co_freevars)
+    # 3.11: the fast-local slot names, in slot order (args that are cells count once).
+    names = []
+    i = 0
+    while True:
+        try:
+            names.append(code._varname_from_oparg(i))
+        except (IndexError, ValueError):
+            break
+        i += 1
+        if i > n + 1024:
+            break
+    return names
+
+
+def _fast_locals(frame, nlocalsplus, offset):
+    """The frame's fast locals, with those dead at `offset` left out (EMPTY)."""
+    values = _frames.frame_slots(frame, 0, nlocalsplus, EMPTY)
+    if nlocalsplus == 0:
+        return values
+    dead = codemap.dead_locals_at(frame.f_code, offset)
+    if dead:
+        cells = set(frame.f_code.co_cellvars) | set(frame.f_code.co_freevars)
+        for i, name in enumerate(_names(frame.f_code)[:nlocalsplus]):
+            if name in dead and name not in cells:
+                values[i] = EMPTY
+    return values
+
+
+def _state(frame, function, offset, stack, call):
+    nlocalsplus = _frames.frame_info(frame)[0]
+    return FrameState(function=function, offset=offset,
+                      locals=_fast_locals(frame, nlocalsplus, offset), stack=stack, call=call,
+                      filename=frame.f_code.co_filename, line=frame.f_lineno,
+                      name=frame.f_code.co_name)
+
+
+def loop_frame_state(frame, loop_line):
+    """The innermost frame: continue at the start of the loop body."""
+    try:
+        site = codemap.find_loop(frame.f_code, loop_line, lasti=frame.f_lasti)
+    except codemap.NotResumable as e:
+        raise Decline(f"the loop at {frame.f_code.co_filename}:{loop_line} cannot be resumed: {e}") from None
+    nlocalsplus, _, _, function = _frames.frame_info(frame)
+    stack = _frames.frame_slots(frame, nlocalsplus, nlocalsplus + site.depth, EMPTY)
+    return _state(frame, function, site.body_start, stack, None), site
+
+
+def _passes_through(callable_, function):
+    """Does calling `callable_` (from C) just call `function`?  Returns
+    (True, returns_instance) or (False, None)."""
+    import functools
+    seen = 0
+    while isinstance(callable_, functools.partial) and seen < 16:
+        callable_, seen = callable_.func, seen + 1
+    if callable_ is function:
+        return True, False
+    if getattr(callable_, "__func__", None) is function:  # a bound method
+        return True, False
+    if isinstance(callable_, type):
+        if getattr(callable_, "__init__", None) is function:
+            return True, True
+        return False, None
+    call = getattr(type(callable_), "__call__", None)
+    if call is function:  # an instance whose class defines __call__ in Python
+        return True, False
+    return False, None
+
+
+def _caller_state(frame, callee, callee_is_entry, callee_function):
+    nlocalsplus, _, _, function = _frames.frame_info(frame)
+    code = frame.f_code
+    if callee.f_code.co_flags & CO_NOT_GENERATOR_LIKE:
+        raise Decline(f"{_where(callee)} is a coroutine, which Portal does not resume")
+    try:
+        site = codemap.call_site(code, frame.f_lasti)
+    except codemap.NotResumable as e:
+        raise Decline(f"{_where(frame)} cannot be re-entered: {e}") from None
+    if callee.f_code.co_flags & CO_GENERATOR:
+        # A running generator: only a for loop of the caller driving it can be
+        # re-entered (its FOR_ITER asks the re-created generator for the next item).
+        if site.kind != "for_iter":
+            raise Decline(f"{_where(callee)} is a generator driven by C code or next(), "
+                          f"not by a for loop of {_where(frame)}")
+        stack = _frames.frame_slots(frame, nlocalsplus, nlocalsplus + site.depth, EMPTY)
+        if getattr(stack[-1] if stack else None, "gi_frame", None) is not callee:
+            raise Decline(f"the for loop at {_where(frame)} is not iterating {callee.f_code.co_name}()")
+        return _state(frame, function, site.resume_offset, stack, CallInfo("for_iter"))
+    if site.kind == "for_iter":
+        raise Decline(f"{_where(frame)} entered {callee.f_code.co_name}() from its for loop's "
+                      "iterator (a __next__ of Python code), which Portal cannot re-enter")
+    base = nlocalsplus + site.depth_below_call
+    result = EMPTY
+    if callee_is_entry:
+        # Entered through C: only a known pass-through may be skipped.
+        operands = _frames.frame_slots(frame, base, base + 2, EMPTY)
+        callable_ = operands[0] if operands[0] is not EMPTY and site.kind == "call" else operands[1]
+        ok, returns_instance = _passes_through(callable_, callee_function)
+        if not ok:
+            raise Decline(f"{_where(frame)} entered {callee.f_code.co_name}() through "
+                          f"{type(callable_).__name__} {getattr(callable_, '__qualname__', '')!s}, "
+                          "C code that Portal cannot re-enter")
+        if returns_instance:
+            result = _frames.frame_slots(callee, 0, 1, EMPTY)[0]  # __init__'s self, dead or not
+            if result is EMPTY:
+                raise Decline(f"{_where(callee)}: the instance being initialised is not saved")
+    stack = _frames.frame_slots(frame, nlocalsplus, base, EMPTY)
+    call = CallInfo(site.kind, nargs=site.nargs, has_kwargs=site.has_kwargs, result=result)
+    return _state(frame, function, site.resume_offset, stack, call)
+
+
+def capture_chain(loop_frame, loop_line, main_code, main_globals):
+    """[FrameState] from __main__'s module frame (first) to the loop frame (last)."""
+    innermost, site = loop_frame_state(loop_frame, loop_line)
+    chain = [innermost]
+    callee = loop_frame
+    while True:
+        frame = callee.f_back
+        _, _, callee_is_entry, callee_function = _frames.frame_info(callee)
+        if frame is None:
+            break
+        chain.append(_caller_state(frame, callee, callee_is_entry, callee_function))
+        callee = frame
+    bottom = callee
+    if bottom.f_code is not main_code or bottom.f_globals is not main_globals:
+        raise Decline(f"the loop is not reached from the main script's top level "
+                      f"(the outermost frame is {_where(bottom)})")
+    chain[-1].function = None  # __main__'s module frame: re-run from its code
+    chain.reverse()
+    return chain, site

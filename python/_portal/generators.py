@@ -1,0 +1,70 @@
+"""Saving generators (plugged into the pickler by the capture).
+
+A generator is rebuilt by calling its function with placeholder arguments (which
+runs only its cell set-up, up to RETURN_GENERATOR) and writing its saved frame
+into the new one (_frames.gen_inject):
+
+    created    not started yet: its locals (the arguments) are written; it stays
+               created, so its first send() must still be None
+    suspended  stopped at a yield: locals, value stack and instruction pointer are
+               written and it is marked suspended; send(v) resumes at the yield
+    running    it is in the chain being captured (a loop in its body, driven by a
+               for loop of its caller): rebuilt fresh; the restore's frame hook
+               fills its frame when the caller's FOR_ITER first resumes it
+    finished   rebuilt and closed
+Coroutines and async generators are not saved.
+"""
+import types
+
+from _portal import _frames
+from _portal.state import EMPTY
+
+CREATED, SUSPENDED, RUNNING = -2, -1, 0
+
+
+def placeholders(code):
+    """Arguments that satisfy any signature of `code`; the frame's saved locals
+    replace them before its first instruction runs."""
+    args = (None,) * code.co_argcount
+    kwonly = code.co_varnames[code.co_argcount:code.co_argcount + code.co_kwonlyargcount]
+    return args, {name: None for name in kwonly}
+
+
+def _new(function):
+    args, kwargs = placeholders(function.__code__)
+    return function(*args, **kwargs)
+
+
+def _rb_generator(function, locals_, stack, offset, suspended):
+    gen = _new(function)
+    _frames.gen_inject(gen, locals_, stack, offset, EMPTY, suspended)
+    return gen
+
+
+def _rb_fresh_generator(function):
+    return _new(function)
+
+
+def _rb_finished_generator(function):
+    gen = _new(function)
+    gen.close()
+    return gen
+
+
+def reduce_generator(gen):
+    state, lasti, nlocalsplus, stacktop, function = _frames.gen_info(gen)
+    if not isinstance(function, types.FunctionType):
+        raise TypeError(f"cannot save generator {gen.__qualname__}: its function is unknown")
+    if state == RUNNING:
+        return _rb_fresh_generator, (function,)
+    if state == CREATED:
+        locals_ = _frames.gen_slots(gen, 0, nlocalsplus, EMPTY)
+        return _rb_generator, (function, locals_, [], lasti + 2, False)
+    if state == SUSPENDED:
+        locals_ = _frames.gen_slots(gen, 0, nlocalsplus, EMPTY)
+        stack = _frames.gen_slots(gen, nlocalsplus, stacktop, EMPTY)
+        return _rb_generator, (function, locals_, stack, lasti + 2, True)
+    return _rb_finished_generator, (function,)
+
+
+REDUCERS = {types.GeneratorType: reduce_generator}

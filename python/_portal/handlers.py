@@ -1,0 +1,135 @@
+"""Would a handler of the user's own take this exception?
+
+Portal must not intervene when the program itself handles an out-of-memory error
+(`try: ... except MemoryError: ...` around a loop, or in a caller).  From the
+point where the rescue was called, this follows the exception's path through the
+exception tables of the loop's frame and of its callers, exactly as the
+interpreter will: Portal's own loop wrappers, `finally` blocks, `with` exits and
+the implicit clean-up handlers re-raise and are passed through; an `except` whose
+type matches (evaluated in the frame, as the interpreter would) or a bare
+`except:` takes the exception.
+"""
+import builtins
+import dis
+
+_OPS = dis.opmap
+_RESCUE = "__portal_rescue__"
+
+
+def _instructions(code):
+    return {ins.offset: ins for ins in dis.get_instructions(code)}
+
+
+def _handler_at(code, offset):
+    for entry in dis._parse_exception_table(code):
+        if entry.start <= offset < entry.end:
+            return entry.target
+    return None
+
+
+def _following(instrs, offset, count):
+    out = []
+    keys = sorted(k for k in instrs if k >= offset)
+    for k in keys[:count]:
+        out.append(instrs[k])
+    return out
+
+
+def _evaluate_types(frame, instrs):
+    """Evaluate the loads that build the `except` clause's type (names, attributes,
+    tuples) in `frame`; None when they are anything else."""
+    stack = []
+    for ins in instrs:
+        op = ins.opname
+        if op in ("LOAD_GLOBAL", "LOAD_NAME"):
+            name = ins.argval
+            if name in frame.f_locals and op == "LOAD_NAME":
+                stack.append(frame.f_locals[name])
+            elif name in frame.f_globals:
+                stack.append(frame.f_globals[name])
+            elif hasattr(builtins, name):
+                stack.append(getattr(builtins, name))
+            else:
+                return None
+        elif op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLASSDEREF"):
+            if ins.argval not in frame.f_locals:
+                return None
+            stack.append(frame.f_locals[ins.argval])
+        elif op == "LOAD_ATTR":
+            if not stack:
+                return None
+            try:
+                stack.append(getattr(stack.pop(), ins.argval))
+            except Exception:
+                return None
+        elif op == "BUILD_TUPLE":
+            n = ins.argval
+            if len(stack) < n:
+                return None
+            items = tuple(stack[len(stack) - n:])
+            del stack[len(stack) - n:]
+            stack.append(items)
+        elif op in ("PUSH_NULL", "CACHE", "NOP"):
+            continue
+        elif op == "CHECK_EXC_MATCH":
+            return stack[-1] if stack else None
+        else:
+            return None
+    return None
+
+
+def _classify(frame, code, instrs, target, exc):
+    """('take', where) | ('pass', offset to continue from) for the handler at target."""
+    first = _following(instrs, target, 24)
+    if not first:
+        return "pass", target
+    names = [i.opname for i in first]
+    if names[0] != "PUSH_EXC_INFO":
+        # The implicit clean-up (COPY 3; POP_EXCEPT; RERAISE 1): re-raised from its RERAISE.
+        reraise = next((i.offset for i in first if i.opname == "RERAISE"), target)
+        return "pass", reraise
+    body = first[1:]
+    target = first[1].offset  # the handler's body is covered by its clean-up entry
+    if any(i.opname in ("LOAD_GLOBAL", "LOAD_NAME") and i.argval == _RESCUE for i in body[:12]):
+        return "pass", target  # Portal's own wrapper of an outer loop
+    if body and body[0].opname == "WITH_EXCEPT_START":
+        return "pass", target  # a with-block's __exit__
+    if "CHECK_EXC_MATCH" in names:
+        upto = names.index("CHECK_EXC_MATCH")
+        types = _evaluate_types(frame, first[1:upto + 1])
+        where = f"{code.co_filename}:{first[1].positions.lineno or frame.f_lineno}"
+        if types is None:
+            return "take", where  # cannot tell: leave the program to itself
+        try:
+            if isinstance(exc, types):
+                return "take", where
+        except TypeError:
+            return "take", where
+        return "pass", target
+    if body and body[0].opname == "POP_TOP":
+        line = body[0].positions.lineno or frame.f_lineno
+        return "take", f"{code.co_filename}:{line}"  # a bare `except:`
+    return "pass", target  # a finally block: it re-raises
+
+
+def user_handler_taking(loop_frame, exc):
+    """'file:line' of the user's handler that will take `exc`, or None."""
+    frame = loop_frame
+    offset = frame.f_lasti
+    seen = set()
+    while frame is not None:
+        code = frame.f_code
+        if (id(frame), offset) in seen:
+            return None
+        seen.add((id(frame), offset))
+        instrs = _instructions(code)
+        target = _handler_at(code, offset)
+        if target is None:
+            frame = frame.f_back
+            offset = frame.f_lasti if frame is not None else 0
+            continue
+        verdict, value = _classify(frame, code, instrs, target, exc)
+        if verdict == "take":
+            return value
+        offset = value
+    return None

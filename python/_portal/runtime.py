@@ -1,0 +1,70 @@
+"""Portal inside the interpreter process.
+
+Set up by the bootstrap before the program starts (install()), then idle: it is
+consulted only when an exception reaches a wrapped loop (rescue.py).  It owns
+what the stages share: which code is the user's, the registry of the code
+compiled for it, the fake-OOM fixture, and the job.
+"""
+import builtins
+import os
+
+from _portal import codeindex, importhook, instrument, rescue as rescue_module, usercode
+from _portal.fake_oom import FakeOom
+
+
+class Runtime:
+    def __init__(self, main_filename, job_dir=None, extra_user_code=(), fake_oom=None):
+        self.main_filename = main_filename  # absolute, as compiled (co_filename)
+        self.job_dir = job_dir
+        self.rescue_enabled = True
+        self.registry = codeindex.REGISTRY
+        script_dir = os.path.dirname(os.path.realpath(main_filename)) if main_filename else os.getcwd()
+        self.extra_user_code = list(extra_user_code)
+        self.user_code = usercode.UserCode.from_environment(
+            script_dir, os.getcwd(), os.environ.get("PYTHONPATH", ""), self.extra_user_code)
+        self.fake_oom = fake_oom if fake_oom is not None else FakeOom.from_environment()
+        self.declined = {}  # id(exception) -> [reason, ...] for the loops that declined it
+
+    # ---- set-up ------------------------------------------------------------------
+
+    def install(self):
+        importhook.install(self.user_code, fake_oom=self.fake_oom, registry=self.registry)
+        builtins.__portal_rescue__ = rescue_module.rescue
+        rescue_module.RUNTIME = self
+        if self.fake_oom is not None:
+            self.fake_oom.arm()
+
+    def compile_main(self, filename, source):
+        """The main script's code, instrumented (and cached) like a user module."""
+        return importhook.compile_main(filename, source, fake_oom=self.fake_oom, registry=self.registry)
+
+    def main_code(self):
+        """The code object __main__ runs (the latest compilation of the main script)."""
+        return self.registry.entry(self.main_filename)[0]
+
+    def recompiler(self):
+        """Compiles a saved source exactly as the import hook compiled it."""
+        specs = self.fake_oom.specs if self.fake_oom is not None else None
+
+        def compile_fn(source, filename):
+            wrap = filename == self.main_filename or self.user_code.is_user_file(filename)
+            fake = importhook.fake_oom_lines(filename, specs)
+            return instrument.compile_user_source(source, filename, fake, wrap=wrap)
+
+        return codeindex.Recompiler(compile_fn, registry=self.registry)
+
+    # ---- the rescue ----------------------------------------------------------------
+
+    def rescue(self, loop_frame, loop_line, exc):
+        import sys
+        sys.modules.update(self.portal_modules)  # the rest of the package loads from here
+        from _portal import suspend
+        suspend.rescue(self, loop_frame, loop_line, exc)
+
+    portal_modules = {}
+
+    def context(self):
+        """What the resuming process needs to set the runtime up as it was."""
+        return {"main_filename": self.main_filename, "cwd": os.getcwd(),
+                "user_code": self.extra_user_code,
+                "environ": {k: os.environ[k] for k in ("PYTHONPATH", "PORTAL_FAKE_OOM") if k in os.environ}}

@@ -1,0 +1,210 @@
+"""From an out-of-memory error in a loop to a suspended job (rescue.py's stages 1-5)."""
+import os
+import random
+import sys
+import time
+import traceback
+
+from _portal import capture, jobs
+from _portal.state import LoopInfo, ProcessState, ProgramState
+
+SUSPENDED_EXIT = 75  # EX_TEMPFAIL: try again later (on a larger machine)
+
+
+def _say(subject, problem):
+    sys.stderr.write(f"portal: {subject}: {problem}\n")
+
+
+# ---- 1. decide --------------------------------------------------------------------------
+
+def _inside_optimizer_step(exc):
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename.replace("\\", "/")
+        if "/torch/optim/" in filename:
+            return f"{filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return None
+
+
+def _taken_by_user_handler(loop_frame, exc):
+    from _portal import handlers
+    return handlers.user_handler_taking(loop_frame, exc)
+
+
+def _decline(runtime, exc, reason):
+    runtime.declined.setdefault(id(exc), []).append(reason)
+
+
+# ---- 3. free ------------------------------------------------------------------------------
+
+def _free_inner_frames(exc, loop_frame):
+    """Clear the frames the error passed through inside the loop (the activations,
+    gradients and temporaries they hold), keeping the traceback's text."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame is not loop_frame:
+        tb = tb.tb_next
+    tb = tb.tb_next if tb is not None else None
+    while tb is not None:
+        try:
+            tb.tb_frame.clear()
+        except RuntimeError:
+            pass  # still executing (cannot happen for frames the error left)
+        tb = tb.tb_next
+
+
+# ---- 4. save -------------------------------------------------------------------------------
+
+def _process_state():
+    numpy_state = None
+    np = sys.modules.get("numpy")
+    if np is not None:
+        numpy_state = np.random.get_state()
+    return ProcessState(argv=list(sys.argv), orig_argv=list(sys.orig_argv), cwd=os.getcwd(),
+                        environ=dict(os.environ), path=list(sys.path),
+                        random_state=random.getstate(), numpy_state=numpy_state)
+
+
+def _user_modules(runtime):
+    out = {}
+    for name, module in list(sys.modules.items()):
+        if name == "__main__" or name == "_portal" or name.startswith("_portal."):
+            continue
+        filename = getattr(module, "__file__", None)
+        if filename and filename in runtime.registry:
+            out[name] = module
+    return out
+
+
+def _iteration(stack):
+    """The 1-based number of the iteration that runs again, when the loop's
+    iterator tells it (range, list, tuple, enumerate ...); None otherwise."""
+    if not stack:
+        return None
+    it = stack[-1]
+    try:
+        if type(it).__name__ == "enumerate":
+            return it.__reduce__()[1][1]
+        reduced = it.__reduce__()
+        if len(reduced) >= 3 and isinstance(reduced[2], int):
+            return reduced[2]
+    except Exception:
+        return None
+    return None
+
+
+def _error_roots(state):
+    roots = {}
+    for name, value in state.main.items():
+        roots[f"global {name!r}"] = value
+    for fs in state.frames:
+        for i, value in enumerate(fs.locals):
+            roots[f"local {i} of {fs.name}() at {fs.filename}:{fs.line}"] = value
+        for i, value in enumerate(fs.stack):
+            roots[f"stack item {i} of {fs.name}() at {fs.filename}:{fs.line}"] = value
+    for name, module in state.modules.items():
+        roots[f"module {name!r}"] = module
+    return roots
+
+
+def _human_size(n):
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
+        if n < 1024 or unit == "TiB":
+            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
+        n /= 1024
+
+
+def _suggested_mem_gib():
+    try:
+        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        return max(2, 2 * -(-pages // (1 << 30)))
+    except (ValueError, OSError):
+        return 64
+
+
+def rescue(runtime, loop_frame, loop_line, exc):
+    if threading_main() is False:
+        return _decline(runtime, exc, "raised in a thread other than the main thread")
+    step = _inside_optimizer_step(exc)
+    if step:
+        return _decline(runtime, exc, f"raised inside an optimizer step ({step}): the weights may be half updated")
+    handler = _taken_by_user_handler(loop_frame, exc)
+    if handler:
+        return  # the program's own handler takes it: Portal does not intervene
+    main = sys.modules["__main__"]
+    main_globals = main.__dict__
+    main_code = runtime.main_code()
+    try:
+        frames, site = capture.capture_chain(loop_frame, loop_line, main_code, main_globals)
+    except capture.Decline as d:
+        return _decline(runtime, exc, str(d))
+
+    where_tb = traceback.extract_tb(exc.__traceback__)
+    error_at = where_tb[-1] if where_tb else None
+    error_text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+    tb_text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    _free_inner_frames(exc, loop_frame)
+
+    loop = LoopInfo(filename=loop_frame.f_code.co_filename, line=loop_line,
+                    iteration=_iteration(frames[-1].stack), function=loop_frame.f_code.co_name)
+    state = ProgramState(frames=frames, main=main_globals, modules=_user_modules(runtime),
+                         process=_process_state(), loop=loop,
+                         fake_oom=runtime.fake_oom.counts if runtime.fake_oom else None)
+    del frames
+    job = jobs.Job(runtime.job_dir) if runtime.job_dir else jobs.Job.create(runtime.main_filename)
+    runtime.job_dir = job.dir
+    manifest_fields = {
+        "job": job.id,
+        "script": runtime.main_filename,
+        "argv": list(sys.argv),
+        "error": {"type": type(exc).__qualname__, "message": str(exc), "text": error_text,
+                  "traceback": tb_text,
+                  "file": error_at.filename if error_at else None,
+                  "line": error_at.lineno if error_at else None},
+        "loop": {"file": loop.filename, "line": loop.line, "iteration": loop.iteration,
+                 "function": loop.function},
+        "sources": runtime.registry.sources(),
+        "runtime": runtime.context(),
+    }
+    from _portal import checkpoint, files, generators
+    try:
+        info = checkpoint.write_checkpoint(job.dir, "checkpoint", state, _error_roots(state), manifest_fields,
+                                           registry=runtime.registry,
+                                           reducers={**generators.REDUCERS, **files.REDUCERS})
+    except Exception as e:  # the capture failed: the job fails as it would without Portal
+        _say("capture failed", f"{e}; the error goes on as without portal")
+        return _decline(runtime, exc, f"the checkpoint could not be written: {e}")
+
+    now = time.time()
+    expires = now + jobs.EXPIRY_SECONDS
+    job.update_record(state="suspended", script=runtime.main_filename, argv=list(sys.argv), cwd=os.getcwd(),
+                      suspended_at=jobs.utc_iso(now), expires_at=jobs.utc_iso(expires),
+                      checkpoint_bytes=info.total_bytes, error=error_text,
+                      error_at=f"{error_at.filename}:{error_at.lineno}" if error_at else None,
+                      loop=f"{loop.filename}:{loop.line}", iteration=loop.iteration)
+    _report_and_exit(job, error_text, error_at, loop, info.total_bytes, expires)
+
+
+def _report_and_exit(job, error_text, error_at, loop, size, expires):
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except Exception:
+            pass
+    at = f" at {error_at.filename}:{error_at.lineno}" if error_at else ""
+    iteration = f", iteration {loop.iteration}" if loop.iteration is not None else ""
+    _say("suspended", f"{error_text}{at}")
+    _say("suspended", f"will continue from the loop at {loop.filename}:{loop.line} in {loop.function}()"
+                      f"{iteration}; that iteration runs again from its start")
+    _say("suspended", f"job {job.id}, checkpoint {_human_size(size)} in {job.dir}, "
+                      f"kept until {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(expires))} (3 days)")
+    _say("suspended", f"resume it on a machine with more memory: portal resume {job.id} --mem {_suggested_mem_gib()}")
+    sys.stderr.flush()
+    os._exit(SUSPENDED_EXIT)
+
+
+def threading_main():
+    threading = sys.modules.get("threading")
+    if threading is None:
+        return True
+    return threading.current_thread() is threading.main_thread()
