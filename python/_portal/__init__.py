@@ -4,3 +4,8 @@ Loaded by portal-run's bootstrap line, never imported by user code.  Keeps the
 program's view of the interpreter exactly that of `python3 script.py`: nothing here
 runs during the program unless an error reaches one of its loops.
 """
+
+__version__ = "0.1.0"
+# The instrumenter's version: a cache of instrumented code made by another one is
+# never used.  Here, not in instrument.py, so that a cache hit does not import ast.
+INSTRUMENT_VERSION = 1

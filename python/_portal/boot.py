@@ -73,6 +73,22 @@ def _start_runtime(main_filename, package_dir, hide=True, **kwargs):
 _PORTAL_MODULES = {}
 
 
+def _forget_start_up(seen_modules, seen_importers):
+    """Forget the modules and path importers that Portal's start-up added; return
+    Portal's own modules (the runtime keeps them for a rescue).  The modules
+    Portal borrowed (ast for the instrumenter ...) live on in Portal's own
+    references; a program that imports them gets its own, as under python."""
+    ours = {}
+    for name in [n for n in sys.modules if n not in seen_modules or n.startswith("_portal")]:
+        module = sys.modules.pop(name)
+        if name == "_portal" or name.startswith("_portal."):
+            ours[name] = module
+    ours.update(_PORTAL_MODULES)
+    for path in [p for p in sys.path_importer_cache if p not in seen_importers]:
+        del sys.path_importer_cache[path]
+    return ours
+
+
 def _get_importer(path):
     """CPython's get_path_importer(): python looks the script up this way (a zip or a
     directory would have an importer), leaving its path in sys.path_importer_cache."""
@@ -121,10 +137,6 @@ def _run_script(toplevel, path, args, package_dir):
     # CPython makes the file name absolute by joining it to the working directory,
     # without normalising it ('./x.py' -> '/cwd/./x.py'); tracebacks show that name.
     filename = path if os.path.isabs(path) else os.path.join(os.getcwd(), path)
-    _get_importer(filename)
-    # sys.path[0] is the directory of the script with symbolic links resolved.
-    _set_path0(os.path.dirname(os.path.realpath(path)))
-
     try:
         with open(filename, "rb") as f:
             source = f.read()
@@ -133,6 +145,24 @@ def _run_script(toplevel, path, args, package_dir):
                          f"[Errno {exc.errno}] {exc.strerror}\n")
         raise SystemExit(2) from None
 
+    # Portal's start-up (the runtime, the instrumented compile of the script)
+    # happens before the program's sys.path[0] exists, and whatever it imported
+    # is forgotten afterwards: the program finds sys.modules and
+    # sys.path_importer_cache as python leaves them.
+    seen_modules, seen_importers = set(sys.modules), set(sys.path_importer_cache)
+    runtime = _start_runtime(filename, package_dir, hide=False)
+    try:
+        code = runtime.compile_main(filename, source)
+        status = None
+    except SyntaxError as exc:
+        # python reports a script's syntax error with no traceback entries.
+        status = toplevel.fail(exc.with_traceback(None), True)
+    runtime.portal_modules = _forget_start_up(seen_modules, seen_importers)
+
+    _get_importer(filename)
+    # sys.path[0] is the directory of the script with symbolic links resolved.
+    _set_path0(os.path.dirname(os.path.realpath(path)))
+
     globals_ = _fresh_main_dict()
     globals_["__file__"] = filename
     globals_["__cached__"] = None
@@ -140,13 +170,6 @@ def _run_script(toplevel, path, args, package_dir):
     # importlib.machinery would import importlib (and warnings) for the program.
     loader_type = sys.modules["_frozen_importlib"]._bootstrap_external.SourceFileLoader
     globals_["__loader__"] = loader_type("__main__", filename)
-    runtime = _start_runtime(filename, package_dir)
-    try:
-        code = runtime.compile_main(filename, source)
-        status = None
-    except SyntaxError as exc:
-        # python reports a script's syntax error with no traceback entries.
-        status = toplevel.fail(exc.with_traceback(None), True)
     del source
     if status is None:
         # A SystemExit from the program propagates from here with __file__ still

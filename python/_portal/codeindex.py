@@ -20,8 +20,7 @@ the same compiler, checks the hash and walks the same path.
 - ``Recompiler(compile_fn)``: the restoring side; raises ``CodeChanged`` naming
   the file when its source is missing or differs from the one recorded.
 """
-import hashlib
-import threading
+import _thread
 import types
 
 __all__ = ["CodeIndex", "CodeRegistry", "Recompiler", "CodeChanged", "REGISTRY",
@@ -31,7 +30,11 @@ CodeType = types.CodeType
 
 
 def sha256_hex(data):
-    return hashlib.sha256(data).hexdigest()
+    try:
+        from _sha256 import sha256  # builtin: hashlib would load OpenSSL at start-up
+    except ImportError:  # pragma: no cover
+        from hashlib import sha256
+    return sha256(data).hexdigest()
 
 
 class CodeIndex:
@@ -121,7 +124,7 @@ class CodeRegistry:
 
     def __init__(self):
         self._files = {}  # filename -> [ _Generation, ... ], latest last
-        self._lock = threading.Lock()
+        self._lock = _thread.allocate_lock()
 
     def register(self, filename, root_code, source_bytes):
         """Record ``root_code`` as compiled from ``source_bytes`` read from ``filename``.

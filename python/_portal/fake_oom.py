@@ -18,7 +18,6 @@ trigger, `__portal_fake_oom__(I)`, before each matching statement; nothing is
 inserted, and nothing costs anything, when the variable is unset.
 """
 import os
-from dataclasses import dataclass
 
 KINDS = ("memory", "torch", "cuda", "cpu", "other")
 
@@ -27,12 +26,18 @@ class FakeOomSpecError(ValueError):
     pass
 
 
-@dataclass(frozen=True)
 class Spec:
-    suffix: str
-    line: int
-    hit: int = 1
-    kind: str = "memory"
+    __slots__ = ("suffix", "line", "hit", "kind")
+
+    def __init__(self, suffix, line, hit=1, kind="memory"):
+        self.suffix, self.line, self.hit, self.kind = suffix, line, hit, kind
+
+    def __eq__(self, other):
+        return isinstance(other, Spec) and (self.suffix, self.line, self.hit, self.kind) == (
+            other.suffix, other.line, other.hit, other.kind)
+
+    def __repr__(self):
+        return f"Spec({self.suffix!r}, {self.line}, hit={self.hit}, kind={self.kind!r})"
 
     def matches(self, filename):
         return filename.endswith(self.suffix)

@@ -30,11 +30,15 @@ import _imp
 import marshal
 import os
 import sys
-from importlib import _bootstrap_external
-from importlib.machinery import PathFinder, SourceFileLoader
-from importlib.util import MAGIC_NUMBER, cache_from_source
+# importlib's own objects, taken where importlib takes them: importing importlib
+# (or importlib.machinery) here would import it for the program too.
+_bootstrap_external = sys.modules["_frozen_importlib_external"]
+PathFinder = _bootstrap_external.PathFinder
+SourceFileLoader = _bootstrap_external.SourceFileLoader
+MAGIC_NUMBER = _bootstrap_external.MAGIC_NUMBER
+cache_from_source = _bootstrap_external.cache_from_source
 
-from _portal import instrument
+from _portal import INSTRUMENT_VERSION  # noqa: E402  (instrument.py imports ast: only on a cache miss)
 
 FORMAT = 1
 _MAGIC = b"PORTAL" + bytes((FORMAT, 0)) + MAGIC_NUMBER
@@ -100,7 +104,7 @@ def _header(source, wrap, fake):
     fake_bytes = repr(tuple(fake or ())).encode()
     return b"".join((
         _MAGIC,
-        instrument.VERSION.to_bytes(4, "little"),
+        INSTRUMENT_VERSION.to_bytes(4, "little"),
         flags.to_bytes(4, "little"),
         _imp.source_hash(_HASH_KEY, source),
         len(source).to_bytes(8, "little"),
@@ -174,6 +178,7 @@ def load_code(source_path, wrap=True, fake=None, source=None, read=None, registr
         _imp._fix_co_filename(code, source_path)
     else:
         try:
+            from _portal import instrument
             code = instrument.compile_user_source(source, source_path, fake, wrap=wrap)
         except Exception:
             return None, source

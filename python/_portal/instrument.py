@@ -42,10 +42,11 @@ handler blocks, limit 20 per code object): loops whose wrap would not fit are le
 unwrapped, innermost first, so any program that compiles still compiles.
 """
 import ast
-import warnings
+
+from _portal import INSTRUMENT_VERSION
 
 # Part of the instrumented-bytecode cache key: bump on any change of the output.
-VERSION = 1
+VERSION = INSTRUMENT_VERSION
 
 RESCUE_NAME = "__portal_rescue__"
 FAKE_OOM_NAME = "__portal_fake_oom__"
@@ -289,6 +290,7 @@ def compile_user_source(source, filename, fake_oom=None, *, wrap=True):
 
 def _plain(source, filename):
     # The parse already issued its warnings once.
+    import warnings
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         return compile(source, filename, "exec", dont_inherit=True)

@@ -8,7 +8,7 @@ compiled for it, the fake-OOM fixture, and the job.
 import builtins
 import os
 
-from _portal import codeindex, importhook, instrument, rescue as rescue_module, usercode
+from _portal import codeindex, importhook, rescue as rescue_module, usercode
 from _portal.fake_oom import FakeOom
 
 
@@ -47,6 +47,7 @@ class Runtime:
         specs = self.fake_oom.specs if self.fake_oom is not None else None
 
         def compile_fn(source, filename):
+            from _portal import instrument
             wrap = filename == self.main_filename or self.user_code.is_user_file(filename)
             fake = importhook.fake_oom_lines(filename, specs)
             return instrument.compile_user_source(source, filename, fake, wrap=wrap)
