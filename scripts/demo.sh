@@ -1,13 +1,39 @@
 #!/usr/bin/env bash
-# demo.sh: the main job from nothing: set up, build, install, and run the example
-# under portal-run next to plain python3, showing they behave the same.
+# demo.sh: the main job from nothing: set up, build, install, then run the example
+# training loop under portal-run, make it run out of memory at step 12 (the
+# PORTAL_FAKE_OOM fixture), resume it in a new process, and check the result is
+# that of a run that never failed.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 bash "$here/scripts/setup.sh"
 
 example="$here/examples/train_loop.py"
-echo "== /usr/bin/python3 examples/train_loop.py --steps 5"
-/usr/bin/python3 "$example" --steps 5
-echo "== portal-run examples/train_loop.py --steps 5"
-portal-run "$example" --steps 5
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+export PORTAL_HOME="$work/portal-home"
+line=$(grep -n "grad = " "$example" | cut -d: -f1)
+
+echo "== python3 examples/train_loop.py (reference)"
+/usr/bin/python3 "$example" | tee "$work/reference.txt" | tail -3
+
+echo "== portal-run examples/train_loop.py, out of memory at step 12"
+set +e
+PORTAL_FAKE_OOM="train_loop.py:$line@13" portal-run "$example" >"$work/run.txt" 2>"$work/suspend.txt"
+status=$?
+set -e
+cat "$work/suspend.txt"
+[ "$status" -eq 75 ] || { echo "demo: expected exit status 75 (suspended), got $status" >&2; exit 1; }
+job=$(sed -n 's/.*portal resume \([^ ]*\).*/\1/p' "$work/suspend.txt" | head -n1)
+
+echo "== portal resume $job"
+portal resume "$job" >>"$work/run.txt"
+tail -3 "$work/run.txt"
+
+if cmp -s "$work/reference.txt" "$work/run.txt"; then
+  echo "== the suspended and resumed run printed exactly what the uninterrupted run printed"
+else
+  diff "$work/reference.txt" "$work/run.txt" || true
+  echo "demo: the resumed run differs from the reference" >&2
+  exit 1
+fi
