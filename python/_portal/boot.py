@@ -26,6 +26,9 @@ def main():
     spelling, args = sys.argv[4:4 + n], sys.argv[4 + n:]
     from _portal import _toplevel
     _PORTAL_MODULES.update(_forget_imports(package_dir))
+    # portal-run's settings for the runtime: never seen by the program.
+    extra = os.environ.pop("PORTAL_USER_CODE", "")
+    _USER_CODE.extend(p for p in extra.split(os.pathsep) if p)
     sys.orig_argv[1:] = spelling + args
     if mode == "script":
         _run_script(_toplevel, target, args, package_dir)
@@ -71,6 +74,7 @@ def _start_runtime(main_filename, package_dir, hide=True, **kwargs):
 
 
 _PORTAL_MODULES = {}
+_USER_CODE = []  # portal-run --user-code PATH...
 
 
 def _forget_start_up(seen_modules, seen_importers):
@@ -150,7 +154,7 @@ def _run_script(toplevel, path, args, package_dir):
     # is forgotten afterwards: the program finds sys.modules and
     # sys.path_importer_cache as python leaves them.
     seen_modules, seen_importers = set(sys.modules), set(sys.path_importer_cache)
-    runtime = _start_runtime(filename, package_dir, hide=False)
+    runtime = _start_runtime(filename, package_dir, hide=False, extra_user_code=_USER_CODE)
     try:
         code = runtime.compile_main(filename, source)
         status = None

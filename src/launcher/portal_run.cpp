@@ -1,6 +1,8 @@
 // portal_run.cpp: see include/portal/portal_run.hpp.
 #include "portal/portal_run.hpp"
 
+#include <cstdlib>
+#include <filesystem>
 #include <iostream>
 #include <set>
 
@@ -21,6 +23,7 @@ constexpr int kUsageExit = 2;  // as python's own usage errors
 
 struct RunOptions {
     bool version = false;
+    std::vector<std::string> user_code;
 };
 
 void describe(CLI::App& app, RunOptions& opts) {
@@ -35,6 +38,11 @@ void describe(CLI::App& app, RunOptions& opts) {
         "Portal's options come before the program; everything after SCRIPT (or -m MODULE, "
         "-c CODE) is the program's own, --help included.");
     app.add_flag("--version", opts.version, "Print Portal's version and exit");
+    app.add_option("--user-code", opts.user_code,
+                   "Treat the code under PATH as the program's own, as the script's directory, "
+                   "the working directory and PYTHONPATH are (repeatable)")
+        ->type_name("PATH")
+        ->check(CLI::ExistingPath);
 }
 
 // Options that take a separate value, so that the splitter does not mistake the
@@ -86,6 +94,18 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
     const auto installation = locate_installation(self_executable());
     if (!installation) {
         return 1;
+    }
+    // The bootstrap takes Portal's settings from the environment and removes them
+    // before the program starts (python/_portal/boot.py).
+    std::string roots;
+    for (const auto& path : opts.user_code) {
+        std::error_code ec;
+        roots += (roots.empty() ? "" : ":") + std::filesystem::absolute(path, ec).string();
+    }
+    if (!roots.empty()) {
+        setenv("PORTAL_USER_CODE", roots.c_str(), 1);
+    } else {
+        unsetenv("PORTAL_USER_CODE");
     }
     const auto argv = interpreter_argv(split.program, *installation);
     log::debug("interpreter", argv.front() + " with " + std::to_string(argv.size() - 1) + " arguments");
