@@ -79,6 +79,8 @@ void portal_eval_hook_install(portal_eval_hook hook);
 /* Back to CPython's own evaluation, at full speed (no hook at all). */
 void portal_eval_hook_remove(void);
 PyObject *portal_eval_default(PyThreadState *tstate, portal_iframe *f, int throwflag);
+/* True while any frame-evaluation function (Portal's or another) is installed. */
+int portal_eval_hook_active(void);
 PyCodeObject *portal_iframe_code(portal_iframe *f); /* borrowed */
 
 #ifdef __cplusplus

@@ -16,6 +16,7 @@
 
 #include <internal/pycore_code.h>
 #include <internal/pycore_frame.h>
+#include <internal/pycore_interp.h>
 
 #if PY_MAJOR_VERSION != 3 || PY_MINOR_VERSION != 11
 #error "portal: frame_access.c has been checked for CPython 3.11 only; check the frame layout of this version first"
@@ -177,6 +178,11 @@ void portal_eval_hook_remove(void)
     current_hook = NULL;
     /* Setting the default back clears the hook: inlined calls resume. */
     _PyInterpreterState_SetEvalFrameFunc(PyInterpreterState_Get(), _PyEval_EvalFrameDefault);
+}
+
+int portal_eval_hook_active(void)
+{
+    return PyInterpreterState_Get()->eval_frame != NULL;
 }
 
 PyObject *portal_eval_default(PyThreadState *tstate, portal_iframe *f, int throwflag)

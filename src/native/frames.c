@@ -18,6 +18,7 @@
  *       hook is removed (full speed again)
  *   resume_pending() -> number of chain entries not yet entered
  *   resume_cancel(): remove the hook and drop the chain
+ *   eval_hook_installed() -> bool: is any PEP 523 function installed now
  *   fake_oom_configure / fake_oom_tick: PORTAL_FAKE_OOM's trigger (fake_oom.c)
  * `empty` is the caller's marker for an empty slot (C NULL) in both directions.
  */
@@ -328,7 +329,16 @@ static PyObject *frames_resume_cancel(PyObject *self, PyObject *unused)
     Py_RETURN_NONE;
 }
 
+static PyObject *frames_eval_hook_installed(PyObject *self, PyObject *unused)
+{
+    (void)self;
+    (void)unused;
+    return PyBool_FromLong(portal_eval_hook_active());
+}
+
 static PyMethodDef frames_methods[] = {
+    {"eval_hook_installed", frames_eval_hook_installed, METH_NOARGS,
+     "True while a frame-evaluation function is installed (none after a restore is done)"},
     {"frame_info", frames_frame_info, METH_O, "frame_info(frame) -> (nlocalsplus, stacktop, is_entry, function)"},
     {"frame_slots", frames_frame_slots, METH_VARARGS, "frame_slots(frame, start, stop, empty) -> list"},
     {"gen_info", frames_gen_info, METH_O, "gen_info(gen) -> (frame_state, lasti, nlocalsplus, stacktop, function)"},
