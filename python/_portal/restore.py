@@ -18,6 +18,7 @@ import random
 import sys
 
 from _portal import _frames
+from _portal.codeindex import CodeChanged
 from _portal.generators import placeholders as _placeholders
 from _portal.state import EMPTY
 
@@ -82,11 +83,19 @@ def start(job_dir, make_runtime):
             os.environ[name] = value
     runtime = make_runtime(context["main_filename"], job_dir=job_dir,
                            extra_user_code=context.get("user_code", ()))
+    recompiler = runtime.recompiler()
     try:
-        manifest, state = checkpoint.read_checkpoint(path, runtime.recompiler(),
+        manifest, state = checkpoint.read_checkpoint(path, recompiler,
                                                      main_module=sys.modules["__main__"])
+        # The main script's code, which the restored state may not have needed (a
+        # loop at module level, no function of the script saved): compiled by the
+        # same recompiler, so that __main__'s functions and frame share one code tree.
+        main_filename = context["main_filename"]
+        recompiler.root(main_filename, (manifest.get("sources") or {}).get(main_filename))
     except checkpoint.CheckpointError as e:
         raise ResumeError(str(e)) from None
+    except CodeChanged as e:
+        raise ResumeError(str(checkpoint.SourceChanged(e.filename, e.reason))) from None
     _apply_process_state(state.process)
     if runtime.fake_oom is not None and state.fake_oom is not None:
         runtime.fake_oom.counts[:] = state.fake_oom
