@@ -38,6 +38,7 @@ SourceFileLoader = _bootstrap_external.SourceFileLoader
 MAGIC_NUMBER = _bootstrap_external.MAGIC_NUMBER
 cache_from_source = _bootstrap_external.cache_from_source
 
+import _portal as _package  # noqa: E402  (kept: start-up takes it out of sys.modules)
 from _portal import INSTRUMENT_VERSION  # noqa: E402  (instrument.py imports ast: only on a cache miss)
 
 FORMAT = 1
@@ -157,6 +158,29 @@ def _write_cache(cache_path, source_path, data):
     return True
 
 
+def _instrument():
+    """The instrumenter, imported on the first cache miss.  That may come while the
+    program runs (a user module imported late), after start-up took Portal's
+    modules out of sys.modules and its directory out of sys.path, where a plain
+    `from _portal import instrument` fails: the package is put back for the import,
+    and what the import added (instrument, ast ...) is forgotten again, as start-up
+    forgets it; Portal keeps its own references."""
+    module = getattr(_package, "instrument", None)
+    if module is not None:
+        return module
+    before = set(sys.modules)
+    put_back = sys.modules.get("_portal") is not _package
+    if put_back:
+        sys.modules["_portal"] = _package
+    try:
+        from _portal import instrument
+    finally:
+        if put_back:
+            for name in [n for n in sys.modules if n not in before]:
+                del sys.modules[name]
+    return instrument
+
+
 def load_code(source_path, wrap=True, fake=None, source=None, read=None, registry=None):
     """(code, source) where code is the instrumented code of source_path, from the
     cache if it holds this very source, else compiled (and cached); code is None when
@@ -178,8 +202,7 @@ def load_code(source_path, wrap=True, fake=None, source=None, read=None, registr
         _imp._fix_co_filename(code, source_path)
     else:
         try:
-            from _portal import instrument
-            code = instrument.compile_user_source(source, source_path, fake, wrap=wrap)
+            code = _instrument().compile_user_source(source, source_path, fake, wrap=wrap)
         except Exception:
             return None, source
         if cache_path is not None and not sys.dont_write_bytecode:
