@@ -47,8 +47,9 @@ def _rb_file(path, name, mode, position, kind, text_options, closed):
         f = io.open(fd, reopen if "b" in reopen else reopen + "b", closefd=True)
     else:
         encoding, errors, line_buffering = text_options
-        f = io.open(fd, reopen, encoding=encoding, errors=errors,
-                    line_buffering=line_buffering, closefd=True)
+        f = io.open(fd, reopen, encoding=encoding, errors=errors, closefd=True)
+        if line_buffering:  # open() has no such argument: set it as the program had it
+            f.reconfigure(line_buffering=True)
     raw = f
     while hasattr(raw, "buffer") or hasattr(raw, "raw"):
         raw = getattr(raw, "buffer", None) or raw.raw
