@@ -91,7 +91,12 @@ int portal_resume(const ResumeRequest& request) {
     const int code = supervise(resume_argv(job.dir.string(), *installation));
     if (code != kSuspendedExit) {
         try {
-            job.update_record({{"state", code == 0 ? "completed" : "failed"}, {"exit_status", code}});
+            // The program ran only if the restore marked the job running; a resume
+            // refused before that (a source changed, a damaged checkpoint) leaves
+            // the job suspended, intact, to be resumed once the cause is fixed.
+            if (job.read_record().value("state", "unknown") == "running") {
+                job.update_record({{"state", code == 0 ? "completed" : "failed"}, {"exit_status", code}});
+            }
         } catch (const JobError& e) {
             log::say("resume", e.what());
         }
