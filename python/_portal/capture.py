@@ -80,6 +80,12 @@ def _passes_through(callable_, function):
     seen = 0
     while isinstance(callable_, functools.partial) and seen < 16:
         callable_, seen = callable_.func, seen + 1
+    if isinstance(callable_, _frames.Reenter):
+        # The caller was itself re-entered by a resume of this job, which called
+        # `function` through this Reenter (or built the instance its __init__ fills).
+        if callable_.func is function:
+            return True, callable_.result is not None
+        return False, None
     if callable_ is function:
         return True, False
     if getattr(callable_, "__func__", None) is function:  # a bound method

@@ -11,7 +11,8 @@
  *   Reenter(func, args, kwargs, result): a C callable placed on a caller's value
  *       stack at its call instruction; calling it calls func(*args, **kwargs) (the
  *       callee, whose frame the hook then fills) and returns `result` if given
- *       (Cls(...) returns the instance __init__ was building), else the call's value
+ *       (Cls(...) returns the instance __init__ was building), else the call's value;
+ *       its .func and .result let a later capture see through it
  *   resume(chain, empty): install the frame-evaluation hook for `chain`, a list of
  *       (code, locals, stack, offset): each time a frame of chain[i].code is about
  *       to run, its state is injected, in order; once the last one is entered the
@@ -25,6 +26,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <frameobject.h>
+#include <structmember.h>
 
 #include "portal/frame_access.h"
 #include "fake_oom.h"
@@ -239,12 +241,23 @@ static PyObject *reenter_call(ReenterObject *self, PyObject *args, PyObject *kwa
     return Py_NewRef(self->result);
 }
 
+/* What a later capture needs to see through a Reenter on a caller's stack (the
+ * job suspends again inside the frame it re-entered): the function it calls, and
+ * the value it returns instead of the call's (None when it returns the call's). */
+static PyMemberDef reenter_members[] = {
+    {"func", T_OBJECT_EX, offsetof(ReenterObject, func), READONLY, "the function re-entered"},
+    {"result", T_OBJECT, offsetof(ReenterObject, result), READONLY,
+     "what the call returns instead of the function's value, or None"},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyTypeObject ReenterType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "_portal._frames.Reenter",
     .tp_basicsize = sizeof(ReenterObject),
     .tp_dealloc = (destructor)reenter_dealloc,
     .tp_call = (ternaryfunc)reenter_call,
+    .tp_members = reenter_members,
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "Re-enter a callee from a caller's call instruction during a restore.",
     .tp_new = reenter_new,
