@@ -14,8 +14,10 @@ raises KIND instead of running:
 
 The hit counts are part of the job's saved state, so a spec fires at most once
 per job, across suspensions and resumptions.  The instrumenter inserts the
-trigger, `__portal_fake_oom__(I)`, before each matching statement; nothing is
-inserted, and nothing costs anything, when the variable is unset.
+trigger, `__portal_fake_oom__(I)`, before each matching statement (one call with
+all their indexes, `__portal_fake_oom__((I, J))`, for several specs of one line:
+each counts every start of the line); nothing is inserted, and nothing costs
+anything, when the variable is unset.
 """
 import os
 

@@ -130,6 +130,9 @@ def _handler(loop_line):
 
 
 def _fake_call(index, loc):
+    """`__portal_fake_oom__(I)`, or with several specs on one line one call with all
+    their indexes, `__portal_fake_oom__((I, J))`: every spec counts every start of
+    the line, even when another spec of that line raises there."""
     call = ast.Call(func=_copy_loc(ast.Name(id=FAKE_OOM_NAME, ctx=ast.Load()), loc),
                     args=[_copy_loc(ast.Constant(value=index), loc)], keywords=[])
     return _copy_loc(ast.Expr(value=_copy_loc(call, loc)), loc)
@@ -223,7 +226,7 @@ class _Rewriter:
             indexes = self.fake_lines.get(line) if line != prev_line else None
             prev_line = line
             if indexes:
-                calls = [_fake_call(ix, start) for ix in indexes]
+                calls = [_fake_call(indexes[0] if len(indexes) == 1 else tuple(indexes), start)]
                 if i < head:
                     pending.extend(calls)
                 else:

@@ -32,29 +32,56 @@ PyObject *portal_fake_oom_configure(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* Count one hit of spec `arg`; 1 if it is the spec's target hit, 0 if not, -1 on error. */
+static int count_hit(PyObject *arg)
+{
+    Py_ssize_t i = PyLong_AsSsize_t(arg);
+    if (i == -1 && PyErr_Occurred()) {
+        return -1;
+    }
+    if (i < 0 || i >= PyList_GET_SIZE(counts)) {
+        return 0;
+    }
+    long hits = PyLong_AsLong(PyList_GET_ITEM(counts, i)) + 1;
+    PyObject *n = PyLong_FromLong(hits); /* new */
+    if (n == NULL) {
+        return -1;
+    }
+    PyList_SetItem(counts, i, n); /* steals n */
+    return hits == PyLong_AsLong(PyList_GET_ITEM(targets, i));
+}
+
+/* arg: a spec index, or a tuple of the indexes of all the specs of one line: each
+ * counts this start of the line, then the first whose target it is raises. */
 PyObject *portal_fake_oom_tick(PyObject *self, PyObject *arg)
 {
     (void)self;
     if (counts == NULL) {
         Py_RETURN_NONE;
     }
-    Py_ssize_t i = PyLong_AsSsize_t(arg);
-    if (i == -1 && PyErr_Occurred()) {
-        return NULL;
+    PyObject *fire = NULL; /* borrowed: the index of the spec that raises */
+    if (PyTuple_Check(arg)) {
+        for (Py_ssize_t k = 0; k < PyTuple_GET_SIZE(arg); k++) {
+            PyObject *index = PyTuple_GET_ITEM(arg, k); /* borrowed */
+            int hit = count_hit(index);
+            if (hit < 0) {
+                return NULL;
+            }
+            if (hit && fire == NULL) {
+                fire = index;
+            }
+        }
+    } else {
+        int hit = count_hit(arg);
+        if (hit < 0) {
+            return NULL;
+        }
+        fire = hit ? arg : NULL;
     }
-    if (i < 0 || i >= PyList_GET_SIZE(counts)) {
+    if (fire == NULL) {
         Py_RETURN_NONE;
     }
-    long hits = PyLong_AsLong(PyList_GET_ITEM(counts, i)) + 1;
-    PyObject *n = PyLong_FromLong(hits); /* new */
-    if (n == NULL) {
-        return NULL;
-    }
-    PyList_SetItem(counts, i, n); /* steals n */
-    if (hits != PyLong_AsLong(PyList_GET_ITEM(targets, i))) {
-        Py_RETURN_NONE;
-    }
-    PyObject *exc = PyObject_CallOneArg(factory, arg); /* new */
+    PyObject *exc = PyObject_CallOneArg(factory, fire); /* new */
     if (exc == NULL) {
         return NULL;
     }

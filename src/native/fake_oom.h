@@ -4,6 +4,7 @@
 #include <Python.h>
 /* fake_oom_configure(counts: list[int], targets: list[int], factory) */
 PyObject *portal_fake_oom_configure(PyObject *self, PyObject *args);
-/* fake_oom_tick(i): count a hit of spec i; raise factory(i) on the target hit. */
+/* fake_oom_tick(i) or fake_oom_tick((i, j, ...)): count a hit of each spec given;
+ * raise factory(k) for the first spec k whose target hit this is. */
 PyObject *portal_fake_oom_tick(PyObject *self, PyObject *arg);
 #endif
