@@ -76,18 +76,32 @@ def _user_modules(runtime):
     return out
 
 
-def _iteration(stack):
-    """The 1-based number of the iteration that runs again, when the loop's
-    iterator tells it (range, list, tuple, enumerate ...); None otherwise."""
-    if not stack:
+# Iterators whose __reduce__ gives (iter, (sequence,), items taken so far).
+_INDEXED_ITERATORS = frozenset({
+    "list_iterator", "tuple_iterator", "range_iterator", "longrange_iterator",
+    "str_ascii_iterator", "str_iterator", "bytes_iterator", "bytearray_iterator"})
+
+
+def _iteration(stack, site):
+    """The 1-based number of the iteration that runs again, when the for loop's
+    iterator tells it (a list, tuple, range, str ..., or enumerate over one); None
+    otherwise (a while loop, whose stack holds only what outer loops iterate; an
+    iterator whose state is not a count of the items it gave: islice, zip,
+    reversed, a dict's ...)."""
+    if not site.is_for or site.iter_slot is None or site.iter_slot >= len(stack):
         return None
-    it = stack[-1]
+    it = stack[site.iter_slot]
     try:
-        if type(it).__name__ == "enumerate":
-            return it.__reduce__()[1][1]
-        reduced = it.__reduce__()
-        if len(reduced) >= 3 and isinstance(reduced[2], int):
-            return reduced[2]
+        for _ in range(8):  # enumerate(enumerate(...)) ...
+            name = type(it).__name__
+            if name == "enumerate":
+                it = it.__reduce__()[1][0]
+                continue
+            if name in _INDEXED_ITERATORS:
+                reduced = it.__reduce__()
+                if len(reduced) >= 3 and isinstance(reduced[2], int):
+                    return reduced[2]
+            return None
     except Exception:
         return None
     return None
@@ -146,7 +160,7 @@ def rescue(runtime, loop_frame, loop_line, exc):
     _free_inner_frames(exc, loop_frame)
 
     loop = LoopInfo(filename=loop_frame.f_code.co_filename, line=loop_line,
-                    iteration=_iteration(frames[-1].stack), function=loop_frame.f_code.co_name)
+                    iteration=_iteration(frames[-1].stack, site), function=loop_frame.f_code.co_name)
     state = ProgramState(frames=frames, main=main_globals, modules=_user_modules(runtime),
                          process=_process_state(), loop=loop,
                          fake_oom=runtime.fake_oom.counts if runtime.fake_oom else None)
