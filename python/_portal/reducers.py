@@ -354,11 +354,12 @@ def _rb_enum_member(cls, member_type, newargs):
 # --- numpy -----------------------------------------------------------------
 
 def _rb_ndarray(buf, dtype, shape, fortran):
+    # Built straight on the buffer (not a reshape of a flat array): its .base is
+    # then no ndarray, so numpy takes it as the owner of its memory, as the saved
+    # array was; a view made of it, by the program (weights[1:3]) or by the
+    # restore (_rb_ndview), has it as .base, as before the suspension.
     import numpy as np
-    a = np.frombuffer(buf, dtype=dtype)
-    if fortran:
-        return a.reshape(shape[::-1]).T
-    return a.reshape(shape)
+    return np.ndarray(shape, dtype, buffer=buf, order="F" if fortran else "C")
 
 
 def _view_base(root):
@@ -954,7 +955,8 @@ class Pickler(pickle.Pickler):
           re-mapped from its file (flushed first), not copied;
         - a view of another array (base chain ending at a contiguous ndarray):
           the root array is saved (once) and the view rebuilt on it with the same
-          offset and strides: memory sharing survives, ``.base`` objects may differ;
+          offset and strides: memory sharing survives, and its ``.base`` is the
+          restored root (which, built on its buffer, owns its memory as numpy sees it);
         - otherwise the array's own memory, C or Fortran order, out of band; a
           non-contiguous array that is not such a view is made contiguous first
           (a copy of its size).
