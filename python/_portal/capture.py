@@ -70,7 +70,13 @@ def loop_frame_state(frame, loop_line):
         raise Decline(f"the loop at {frame.f_code.co_filename}:{loop_line} cannot be resumed: {e}") from None
     nlocalsplus, _, _, function = _frames.frame_info(frame)
     stack = _frames.frame_slots(frame, nlocalsplus, nlocalsplus + site.depth, EMPTY)
-    return _state(frame, function, site.body_start, stack, None), site
+    state = _state(frame, function, site.body_start, stack, None)
+    # The rescue runs in the body's handler, whose PUSH_EXC_INFO put the exception
+    # that was being handled when the body ran right above the body's stack: the
+    # restore makes it the handled exception again (a loop in an `except` block).
+    handled = _frames.frame_slots(frame, nlocalsplus + site.depth, nlocalsplus + site.depth + 1, None)[0]
+    state.handled = handled if isinstance(handled, BaseException) else None
+    return state, site
 
 
 def _passes_through(callable_, function):

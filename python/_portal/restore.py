@@ -102,8 +102,9 @@ def start(job_dir, make_runtime):
         runtime.fake_oom.arm()
     main_code = runtime.main_code()
     chain = build_chain(state.frames, main_code)
+    handled = getattr(state.frames[-1], "handled", None) if state.frames else None
     del state
     job = jobs.Job(job_dir)
     job.update_record(state="running")
-    _frames.resume(chain, EMPTY)
+    _frames.resume(chain, EMPTY, handled)
     return runtime, main_code, sys.modules["__main__"].__dict__

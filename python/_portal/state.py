@@ -60,6 +60,9 @@ class FrameState:
     filename: str = ""
     line: int = 0
     name: str = ""
+    # The loop's frame only: the exception being handled where the body starts
+    # (sys.exception() there: the loop is in an `except` block), else None.
+    handled: Any = None
 
     def where(self):
         return f"{self.filename}:{self.line} in {self.name}"

@@ -13,10 +13,11 @@
  *       callee, whose frame the hook then fills) and returns `result` if given
  *       (Cls(...) returns the instance __init__ was building), else the call's value;
  *       its .func and .result let a later capture see through it
- *   resume(chain, empty): install the frame-evaluation hook for `chain`, a list of
- *       (code, locals, stack, offset): each time a frame of chain[i].code is about
- *       to run, its state is injected, in order; once the last one is entered the
- *       hook is removed (full speed again)
+ *   resume(chain, empty, handled=None): install the frame-evaluation hook for
+ *       `chain`, a list of (code, locals, stack, offset): each time a frame of
+ *       chain[i].code is about to run, its state is injected, in order; once the
+ *       last one is entered, `handled` (if not None) becomes the exception being
+ *       handled there and the hook is removed (full speed again)
  *   resume_pending() -> number of chain entries not yet entered
  *   resume_cancel(): remove the hook and drop the chain
  *   eval_hook_installed() -> bool: is any PEP 523 function installed now
@@ -267,6 +268,7 @@ static PyTypeObject ReenterType = {
 
 static PyObject *chain = NULL;        /* strong: list of (code, locals, stack, offset) */
 static PyObject *chain_empty = NULL;  /* strong: the empty-slot marker */
+static PyObject *chain_handled = NULL; /* strong or NULL: handled exception of the innermost frame */
 static Py_ssize_t chain_next = 0;
 
 static void chain_clear(void)
@@ -274,6 +276,7 @@ static void chain_clear(void)
     portal_eval_hook_remove();
     Py_CLEAR(chain);
     Py_CLEAR(chain_empty);
+    Py_CLEAR(chain_handled);
     chain_next = 0;
 }
 
@@ -291,6 +294,13 @@ static PyObject *resume_hook(PyThreadState *tstate, portal_iframe *f, int throwf
             }
             chain_next++;
             if (chain_next == PyList_GET_SIZE(chain)) {
+                /* The innermost frame resumes inside the `except` block it was in:
+                 * its exception is the handled one again (sys.exception(), a bare
+                 * raise, the __context__ of what is raised there).  The frames'
+                 * stacks hold what each handler restores when it ends. */
+                if (chain_handled != NULL) {
+                    PyErr_SetHandledException(chain_handled);
+                }
                 chain_clear(); /* the innermost frame: full speed from here on */
             }
         }
@@ -301,8 +311,8 @@ static PyObject *resume_hook(PyThreadState *tstate, portal_iframe *f, int throwf
 static PyObject *frames_resume(PyObject *self, PyObject *args)
 {
     (void)self;
-    PyObject *list, *empty; /* borrowed */
-    if (!PyArg_ParseTuple(args, "O!O:resume", &PyList_Type, &list, &empty)) {
+    PyObject *list, *empty, *handled = Py_None; /* borrowed */
+    if (!PyArg_ParseTuple(args, "O!O|O:resume", &PyList_Type, &list, &empty, &handled)) {
         return NULL;
     }
     for (Py_ssize_t i = 0; i < PyList_GET_SIZE(list); i++) {
@@ -322,6 +332,7 @@ static PyObject *frames_resume(PyObject *self, PyObject *args)
         return NULL;
     }
     chain_empty = Py_NewRef(empty);
+    chain_handled = handled == Py_None ? NULL : Py_NewRef(handled);
     chain_next = 0;
     portal_eval_hook_install(resume_hook);
     Py_RETURN_NONE;
@@ -357,7 +368,7 @@ static PyMethodDef frames_methods[] = {
     {"gen_info", frames_gen_info, METH_O, "gen_info(gen) -> (frame_state, lasti, nlocalsplus, stacktop, function)"},
     {"gen_slots", frames_gen_slots, METH_VARARGS, "gen_slots(gen, start, stop, empty) -> list"},
     {"gen_inject", frames_gen_inject, METH_VARARGS, "gen_inject(gen, locals, stack, offset, empty, suspended)"},
-    {"resume", frames_resume, METH_VARARGS, "resume(chain, empty): re-enter frames in order"},
+    {"resume", frames_resume, METH_VARARGS, "resume(chain, empty, handled=None): re-enter frames in order"},
     {"resume_pending", frames_resume_pending, METH_NOARGS, "number of chain entries not yet entered"},
     {"resume_cancel", frames_resume_cancel, METH_NOARGS, "remove the hook and drop the chain"},
     {"fake_oom_configure", portal_fake_oom_configure, METH_VARARGS,
