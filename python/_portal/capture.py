@@ -106,6 +106,20 @@ def _passes_through(callable_, function):
     return False, None
 
 
+def _partial_in_call(slot_value, function):
+    """Is the caller calling a functools.partial of `function` with one positional
+    argument, whose value is in the callable's stack slot?  Such a partial, called
+    by vectorcall, puts that argument in the slot just below the call's arguments
+    (PY_VECTORCALL_ARGUMENTS_OFFSET) for the duration of the call, so the slot no
+    longer shows the partial.  The partial is found among `function`'s referrers
+    (it may live on the C stack alone); only at a rescue that needs it."""
+    import functools
+    import gc
+    return any(isinstance(p, functools.partial) and p.func is function
+               and len(p.args) == 1 and p.args[0] is slot_value
+               for p in gc.get_referrers(function))
+
+
 def _caller_state(frame, callee, callee_is_entry, callee_function):
     nlocalsplus, _, _, function = _frames.frame_info(frame)
     code = frame.f_code
@@ -135,6 +149,8 @@ def _caller_state(frame, callee, callee_is_entry, callee_function):
         operands = _frames.frame_slots(frame, base, base + 2, EMPTY)
         callable_ = operands[0] if operands[0] is not EMPTY and site.kind == "call" else operands[1]
         ok, returns_instance = _passes_through(callable_, callee_function)
+        if not ok and operands[0] is EMPTY and _partial_in_call(callable_, callee_function):
+            ok, returns_instance = True, False
         if not ok:
             raise Decline(f"{_where(frame)} entered {callee.f_code.co_name}() through "
                           f"{type(callable_).__name__} {getattr(callable_, '__qualname__', '')!s}, "
