@@ -75,8 +75,24 @@ def loop_frame_state(frame, loop_line):
     # that was being handled when the body ran right above the body's stack: the
     # restore makes it the handled exception again (a loop in an `except` block).
     handled = _frames.frame_slots(frame, nlocalsplus + site.depth, nlocalsplus + site.depth + 1, None)[0]
-    state.handled = handled if isinstance(handled, BaseException) else None
+    state.handled = handled if _rebuildable_exception(handled) else None
     return state, site
+
+
+def _rebuildable_exception(exc):
+    """Can `exc` be saved and rebuilt as pickle rebuilds an exception, type(exc)(*args)?
+    One whose __init__ wants other arguments would make the whole checkpoint
+    unloadable: such a handled exception is left out (sys.exception() is then None
+    in the resumed except block, and nothing else is lost)."""
+    if not isinstance(exc, BaseException):
+        return False
+    if type(exc).__reduce__ is not BaseException.__reduce__:
+        return True  # the class says how it is rebuilt
+    try:
+        type(exc)(*exc.args)
+    except Exception:
+        return False
+    return True
 
 
 def _passes_through(callable_, function):
