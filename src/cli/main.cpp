@@ -44,7 +44,10 @@ int main(int argc, char** argv) {
         std::cout << "portal " << portal::kVersion << "\n";
         return 0;
     } catch (const CLI::ParseError& e) {
-        portal::log::say("portal", portal::log::lowercase_first(e.what()) + " (see portal --help)");
+        const bool in_resume = resume_cmd->parsed() || (!args.empty() && args.front() == "resume");
+        portal::log::say(in_resume ? "resume" : "usage",
+                         portal::log::lowercase_first(e.what()) +
+                             (in_resume ? " (see portal resume --help)" : " (see portal --help)"));
         return 2;
     }
     if (resume_cmd->parsed()) {

@@ -34,7 +34,9 @@ void say(const std::string& subject, const std::string& problem) {
 }
 
 std::string lowercase_first(std::string text) {
-    if (!text.empty() && text[0] >= 'A' && text[0] <= 'Z') {
+    // "Segmentation fault" -> "segmentation fault", but "JOB is required" stays.
+    const bool acronym = text.size() > 1 && text[1] >= 'A' && text[1] <= 'Z';
+    if (!text.empty() && !acronym && text[0] >= 'A' && text[0] <= 'Z') {
         text[0] = static_cast<char>(text[0] - 'A' + 'a');
     }
     return text;
