@@ -7,7 +7,8 @@ imports and interpreter finalisation are excluded) and prints one line
 
 on stdout.  "times" holds one entry per inner repetition (after an untimed
 warm-up); "check" is a value derived from the computation so that the harness
-can verify both runners did exactly the same work.
+can verify both runners did exactly the same work; "hooks" tells whether a
+frame-evaluation, trace or profile function was in force.
 """
 import json
 import os
@@ -28,17 +29,41 @@ def reps():
     return 3
 
 
-def measure(name, work, warmup=True):
+def hooks():
+    """Evaluation hooks in force: the frame-evaluation function of the interpreter
+    (is it CPython's default _PyEval_EvalFrameDefault?), the trace and profile
+    functions.  Checked after the timed work (ctypes is imported only then)."""
+    result = {"trace": repr(sys.gettrace()), "profile": repr(sys.getprofile())}
+    try:
+        import ctypes
+        api = ctypes.pythonapi
+        api.PyInterpreterState_Get.restype = ctypes.c_void_p
+        get = api._PyInterpreterState_GetEvalFrameFunc
+        get.restype = ctypes.c_void_p
+        get.argtypes = [ctypes.c_void_p]
+        current = get(api.PyInterpreterState_Get())
+        default = ctypes.cast(api._PyEval_EvalFrameDefault, ctypes.c_void_p).value
+        result["eval_frame_default"] = current == default
+    except (ImportError, AttributeError, OSError):
+        result["eval_frame_default"] = None  # cannot tell
+    return result
+
+
+def measure(name, work, warmup=True, info=None):
     """Run work() once untimed (warm-up), then reps() timed repetitions."""
     if warmup:
         work()
     times = []
+    cpu_times = []
     check = None
     for _ in range(reps()):
+        c0 = time.process_time()
         t0 = time.perf_counter()
         check = work()
         times.append(time.perf_counter() - t0)
-    line = json.dumps({"workload": name, "times": times, "check": check,
-                       "pid": os.getpid()})
+        cpu_times.append(time.process_time() - c0)
+    line = json.dumps({"workload": name, "times": times, "cpu_times": cpu_times,
+                       "check": check,
+                       "pid": os.getpid(), "info": info, "hooks": hooks()})
     sys.stdout.write("PORTAL_BENCH " + line + "\n")
     sys.stdout.flush()

@@ -58,7 +58,7 @@ class Rect(Square):
         return self.s * self.b
 
 
-N = 26 if scale() >= 1 else 22
+N = 26 if scale() >= 1 else 24
 M = int(250_000 * scale())
 
 

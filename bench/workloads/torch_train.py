@@ -38,4 +38,5 @@ def work():
 
 
 if __name__ == "__main__":
-    measure("torch", work)
+    measure("torch", work, info={"torch": torch.__version__,
+                                  "threads": torch.get_num_threads()})
