@@ -20,8 +20,12 @@ python rejects, the instrumenter version, flags (wrapped or not, -O level), the
 source's SipHash and length (the source is read on every import, as the code
 registry needs it anyway, so a cache is never stale whatever the file times say)
 and the fake-OOM lines.  It is written atomically (temporary file + rename), and
-skipped silently when the directory is not writable and when
-sys.dont_write_bytecode is set.
+skipped silently when the directory is not writable.  When sys.dont_write_bytecode
+is set (python -B, PYTHONDONTWRITEBYTECODE), nothing is written into the program's
+tree, as python writes nothing there: the cache then lives in Portal's own
+directory, $PORTAL_HOME/cache/instrumented/ (0700), under a name derived from the
+source's absolute path; without it every start would instrument the script again
+(importing ast and parsing it: tens of milliseconds).
 
 When install() is given a codeindex.CodeRegistry, every instrumented module (and the
 main script, compile_main) is registered there with the source it came from.
@@ -85,8 +89,22 @@ def fake_oom_lines(path, fake_oom):
 
 # --- the instrumented-bytecode cache ------------------------------------------------------
 
+def _portal_cache_dir():
+    home = os.environ.get("PORTAL_HOME") or os.path.join(os.path.expanduser("~"), ".portal")
+    return os.path.join(home, "cache", "instrumented")
+
+
 def portal_cache_path(source_path):
     """Where the instrumented code of source_path is cached (None: nowhere)."""
+    if sys.dont_write_bytecode:
+        absolute = os.path.abspath(source_path)
+        key = _imp.source_hash(_HASH_KEY, absolute.encode("utf-8", "surrogateescape")).hex()
+        stem = os.path.splitext(os.path.basename(absolute))[0][:40]
+        return os.path.join(_portal_cache_dir(), f"{stem}-{key}.portal-{FORMAT}.pyc")
+    return _beside_source_cache_path(source_path)
+
+
+def _beside_source_cache_path(source_path):
     try:
         pyc = cache_from_source(source_path)
     except (NotImplementedError, ValueError):
@@ -137,7 +155,7 @@ def _write_cache(cache_path, source_path, data):
         mode = 0o666
     directory = os.path.dirname(cache_path)
     try:
-        os.makedirs(directory, exist_ok=True)
+        os.makedirs(directory, mode=0o700 if sys.dont_write_bytecode else 0o777, exist_ok=True)
     except OSError:
         return False
     tmp = f"{cache_path}.{os.getpid()}.{id(data)}.tmp"
@@ -198,6 +216,9 @@ def load_code(source_path, wrap=True, fake=None, source=None, read=None, registr
     cache_path = portal_cache_path(source_path)
     header = _header(key, wrap, fake)
     code = _read_cache(cache_path, header) if cache_path is not None else None
+    if code is None and sys.dont_write_bytecode:  # one written beside the source before -B
+        beside = _beside_source_cache_path(source_path)
+        code = _read_cache(beside, header) if beside is not None else None
     if code is not None:
         _imp._fix_co_filename(code, source_path)
     else:
@@ -205,7 +226,7 @@ def load_code(source_path, wrap=True, fake=None, source=None, read=None, registr
             code = _instrument().compile_user_source(source, source_path, fake, wrap=wrap)
         except Exception:
             return None, source
-        if cache_path is not None and not sys.dont_write_bytecode:
+        if cache_path is not None:
             _write_cache(cache_path, source_path, header + marshal.dumps(code))
     if registry is not None and wrap:
         registry.register(source_path, code, key)

@@ -201,6 +201,7 @@ def run(proj, mode, write_bytecode=True, flags=(), **opts):
     env = {k: v for k, v in os.environ.items()
            if k not in ("PYTHONDONTWRITEBYTECODE", "PYTHONPYCACHEPREFIX")}
     env["PYTHONPATH"] = PKG_PARENT
+    env["PORTAL_HOME"] = str(proj.parent / "portal-home")
     if not write_bytecode:
         env["PYTHONDONTWRITEBYTECODE"] = "1"
     cmd = [sys.executable, *flags, str(proj.parent / "driver.py"), mode, str(proj),
@@ -351,9 +352,17 @@ def test_cache_key_includes_fake_oom_specs(proj):
 def test_dont_write_bytecode(proj):
     out = run(proj, "hook", write_bytecode=False)
     assert out["instrumented"]["app"]
+    # -B: nothing is written into the program's tree, as python writes nothing there;
+    # Portal's cache lives in its own directory, so the next start compiles nothing.
     assert listing(proj) == []
-    assert len(run(proj, "hook", write_bytecode=False)["compiled"]) == 4
-    # with -B a cache written before is still read (like python's own .pyc)
+    ours = sorted(p.name for p in (proj.parent / "portal-home" / "cache" / "instrumented").iterdir())
+    assert len(ours) == 4 and all(".portal-1.pyc" in n for n in ours), ours
+    assert run(proj, "hook", write_bytecode=False)["compiled"] == []
+    assert listing(proj) == []
+
+
+def test_dont_write_bytecode_reads_a_cache_written_before(proj):
+    # with -B a cache written before beside the sources is still read (like python's .pyc)
     run(proj, "hook")
     assert run(proj, "hook", write_bytecode=False)["compiled"] == []
 
