@@ -79,6 +79,26 @@ def loop_frame_state(frame, loop_line):
     return state, site
 
 
+def raised_in_body(frame, loop_line, exc):
+    """Was `exc` raised while the loop's body ran in `frame` (directly, or in a call
+    the body made)?  A while statement is wrapped whole (instrument.py), so its
+    handler also sees errors of the condition and of the else clause: those are not
+    an iteration of this loop.  The frame's traceback entry tells: its tb_lasti is
+    the instruction that raised or made the call that raised."""
+    try:
+        site = codemap.find_loop(frame.f_code, loop_line, lasti=frame.f_lasti)
+    except codemap.NotResumable:
+        return True  # the capture says why it cannot resume this loop
+    if site.body_span is None:
+        return True
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame is not frame:
+        tb = tb.tb_next
+    if tb is None:
+        return False
+    return codemap.in_body(frame.f_code, site, tb.tb_lasti)
+
+
 def _rebuildable_exception(exc):
     """Can `exc` be saved and rebuilt as pickle rebuilds an exception, type(exc)(*args)?
     One whose __init__ wants other arguments would make the whole checkpoint

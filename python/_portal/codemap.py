@@ -16,12 +16,23 @@ What it answers:
 * `find_loop(code, loop_line)`: the resume point of a loop whose body the
   instrumenter wrapped as
 
-      for x in it:                      # or: while cond:
+      for x in it:                      # or: async for
           try:
               BODY
           except Exception:
               __portal_rescue__(LOOP_LINE)
               raise
+
+  or, a while statement, wrapped whole (the call's second argument is the body's
+  source span; `in_body(code, site, tb_lasti)` tells whether an error was raised
+  in the body, not in the condition or the else clause):
+
+      try:
+          while cond:
+              BODY
+      except Exception:
+          __portal_rescue__(LOOP_LINE, (line, col, end_line, end_col))
+          raise
 
 * `call_site(code, lasti)`: where a caller frame that is in the middle of a call
   must be resumed, and which of its stack slots belong to the call.
@@ -45,7 +56,7 @@ from typing import Dict, List, NamedTuple, Optional, Set, Tuple
 __all__ = [
     "NotResumable", "CodeMapError",
     "ExceptionEntry", "Instr", "LoopSite", "CallSite",
-    "parse_exception_table", "instructions", "static_stack_depths",
+    "parse_exception_table", "instructions", "static_stack_depths", "in_body",
     "stack_kinds", "find_loop", "find_loops", "call_site", "for_iter_depth",
     "dead_locals_at", "live_locals_at", "RESCUE_NAME",
 ]
@@ -97,6 +108,9 @@ class LoopSite(NamedTuple):
     stack_kinds: Tuple[str, ...]  # kind of each slot below depth (see stack_kinds)
     rescue_call: int            # offset of the CALL to __portal_rescue__
     loop_kind: str              # 'for', 'while' or 'async_for'
+    # while loops (the whole statement wrapped): the body's source span (line,
+    # col, end_line, end_col), from the rescue call's second argument; see in_body
+    body_span: Optional[Tuple[int, int, int, int]] = None
 
 
 class CallSite(NamedTuple):
@@ -694,6 +708,9 @@ def _loop_site(info: _Info, loop_line: int, load_k: int, call_k: int) -> LoopSit
     start = min(e.start for e in info.table if e.target in nested)
     k = info.idx(start)
     dlist = info.depths()
+    span = _body_span(info, load_k, call_k)
+    if span is not None:
+        return _while_site(info, loop_line, call_k, handler, depth, nested, k, span)
     # The body may begin with NOPs that no entry covers (the `try` line's NOP):
     # include them, but never step back over a jump target (a while loop's head).
     targets = _jump_targets(info)
@@ -731,6 +748,85 @@ def _loop_site(info: _Info, loop_line: int, load_k: int, call_k: int) -> LoopSit
         loop_line=loop_line, handler=handler, depth=depth, body_start=body_start,
         is_for=is_for, iter_slot=depth - 1 if is_for else None, for_iter=for_iter,
         stack_kinds=kinds, rescue_call=instrs[call_k].offset, loop_kind=loop_kind)
+
+
+def _body_span(info: _Info, load_k: int, call_k: int):
+    """The rescue call's second argument, a while loop's body span, or None."""
+    if call_k - load_k < 4:         # LOAD rescue, LOAD_CONST line, LOAD_CONST span, PRECALL
+        return None
+    c = info.instrs[load_k + 2]
+    if c.opcode != _LOAD_CONST:
+        return None
+    value = info.code.co_consts[c.arg]
+    if (type(value) is tuple and len(value) == 4
+            and all(type(v) is int for v in value)):
+        return value
+    return None
+
+
+def _in_span(pos, span) -> bool:
+    line, end_line, col, end_col = pos
+    if line is None or end_line is None:
+        return False
+    if col is None or end_col is None:
+        return span[0] <= line and end_line <= span[2]
+    return (span[0], span[1]) <= (line, col) and (end_line, end_col) <= (span[2], span[3])
+
+
+def _positions(info: _Info):
+    if getattr(info, "_positions", None) is None:
+        info._positions = list(info.code.co_positions())
+    return info._positions
+
+
+def in_body(code: types.CodeType, site: LoopSite, offset: int) -> bool:
+    """Is the instruction at `offset` (a traceback's tb_lasti: the instruction that
+    raised, or a CACHE entry of the call that raised) part of the loop's body?
+
+    For a while loop (the whole statement wrapped) its source position must lie
+    within the body's span: the loop's condition (both copies), its else clause
+    and the handler are not the body.  For other loops every offset covered by
+    the wrap is the body."""
+    if site.body_span is None:
+        return True
+    info = _info(code)
+    if offset < 0 or offset >= len(code.co_code):
+        return False
+    k = info.owner(offset - offset % 2)
+    pos = _positions(info)[info.instrs[k].offset // 2]
+    return _in_span(pos, site.body_span)
+
+
+def _while_site(info: _Info, loop_line: int, call_k: int, handler: int, depth: int,
+                nested: Set[int], k: int, span) -> LoopSite:
+    """A while statement wrapped whole: the try covers the loop head (the
+    condition), the body, the condition at the bottom and the else clause.  The
+    body starts at its first instruction in layout order (the target of the
+    bottom test's backward jump; with `while True` the instruction after the
+    head's NOP)."""
+    instrs = info.instrs
+    positions = _positions(info)
+    dlist = info.depths()
+    h_k = info.idx(handler)
+    body_k = None
+    for j in range(k, h_k):
+        if _in_span(positions[instrs[j].offset // 2], span) and dlist[j] is not None:
+            body_k = j
+            break
+    if body_k is None:
+        raise NotResumable(f"the body of the while loop at line {loop_line} has no "
+                           f"reachable instruction")
+    body_start = instrs[body_k].offset
+    d = dlist[body_k]
+    if d != depth:
+        raise NotResumable(f"stack depth {d} at the body start {body_start} "
+                           f"differs from the handler depth {depth}")
+    kinds = info.kinds()[body_k]
+    kinds = tuple(kinds[:depth]) if kinds is not None else ("unknown",) * depth
+    return LoopSite(
+        loop_line=loop_line, handler=handler, depth=depth, body_start=body_start,
+        is_for=False, iter_slot=None, for_iter=None, stack_kinds=kinds,
+        rescue_call=instrs[call_k].offset, loop_kind="while", body_span=tuple(span))
 
 
 def _jump_targets(info: _Info) -> Set[int]:

@@ -8,7 +8,10 @@ Every loop body of the user's code is wrapped (instrument.py) as
         raise
 
 so that an exception passing through a loop calls rescue() here, innermost loop
-first, while that loop's frame is still running.  The stages, in order:
+first, while that loop's frame is still running.  A while statement is wrapped
+whole (no extra instruction per iteration) and its call passes the body's source
+span too; an error of its condition or else clause is declined (suspend.py).
+The stages, in order:
   1. decide: out of memory?  not inside an optimizer step?  not taken by a
      handler of the user's own further out?  (else return: the error goes on)
   2. capture the chain of frames from __main__ to this loop (capture.py); a
@@ -26,7 +29,7 @@ from _portal import oom
 RUNTIME = None
 
 
-def rescue(loop_line):
+def rescue(loop_line, body_span=None):
     exc = sys.exception()
     if exc is None or not oom.is_out_of_memory(exc):
         return

@@ -139,6 +139,10 @@ def _suggested_mem_gib():
 def rescue(runtime, loop_frame, loop_line, exc):
     if threading_main() is False:
         return _decline(runtime, exc, "raised in a thread other than the main thread")
+    if not capture.raised_in_body(loop_frame, loop_line, exc):
+        return _decline(runtime, exc, f"raised outside the body of the while loop at "
+                                      f"{loop_frame.f_code.co_filename}:{loop_line} "
+                                      f"(in its condition or else clause)")
     step = _inside_optimizer_step(exc)
     if step:
         return _decline(runtime, exc, f"raised inside an optimizer step ({step}): the weights may be half updated")

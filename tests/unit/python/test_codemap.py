@@ -264,20 +264,20 @@ def odd_targets(rows, obj, d):
             raise
 
 def while_loops(n):
-    while n > 0:  # loop:wcond
-        try:
+    try:
+        while n > 0:  # loop:wcond
             n -= 1
-        except Exception:
-            __portal_rescue__(@wcond)
-            raise
-    while True:  # loop:wtrue
-        try:
+    except Exception:
+        __portal_rescue__(@wcond, (@wcond + 1, 12, @wcond + 1, 18))
+        raise
+    try:
+        while True:  # loop:wtrue
             n += 1
             if n > 3:
                 break
-        except Exception:
-            __portal_rescue__(@wtrue)
-            raise
+    except Exception:
+        __portal_rescue__(@wtrue, (@wtrue + 1, 12, @wtrue + 3, 21))
+        raise
     return n
 
 def nested(rows):
@@ -422,8 +422,11 @@ def test_while_loops(loops):
         assert not site.is_for and site.iter_slot is None and site.for_iter is None
         assert site.loop_kind == "while"
         assert site.depth == 0 and site.stack_kinds == ()
-        # the body starts at the `try` line (the head the loop jumps back to)
+        # the body starts at its first line (where the loop jumps back to)
         assert site.body_start == first_on_line(code, lines[label] + 1)
+        assert site.body_span is not None
+        assert cm.in_body(code, site, site.body_start)
+        assert not cm.in_body(code, site, site.handler)
         back = [i for i in instrs(code) if "BACKWARD" in i.opname]
         assert any(i.argval == site.body_start for i in back)
 
@@ -604,7 +607,7 @@ def test_find_loop_with_real_frames():
 # the whole stdlib, every loop wrapped
 
 def _wrap_statements(stmts, loops, depth=0):
-    for node in stmts:
+    for i, node in enumerate(stmts):
         for field in ("body", "orelse", "finalbody"):
             sub = getattr(node, field, None)
             if isinstance(sub, list) and sub and isinstance(sub[0], ast.stmt):
@@ -613,8 +616,11 @@ def _wrap_statements(stmts, loops, depth=0):
             _wrap_statements(h.body, loops, depth + 1)
         for case in getattr(node, "cases", ()):
             _wrap_statements(case.body, loops, depth + 1)
-        if isinstance(node, (ast.For, ast.While)):
+        if isinstance(node, ast.For):
             _wrap_loop(node)
+            loops.append(node)
+        elif isinstance(node, ast.While):
+            stmts[i] = _wrap_while(node)
             loops.append(node)
 
 
@@ -631,6 +637,24 @@ def _wrap_loop(node):
     node.body = [ast.Try(node.body, [handler], [], [], lineno=first.lineno,
                          col_offset=first.col_offset, end_lineno=last.end_lineno,
                          end_col_offset=last.end_col_offset)]
+
+
+def _wrap_while(node):
+    """The instrumenter's wrap of a while statement: the try around the whole loop,
+    the body's span as the rescue call's second argument."""
+    first, last = node.body[0], node.body[-1]
+    first = first.decorator_list[0] if getattr(first, "decorator_list", None) else first
+    span = (first.lineno, first.col_offset, last.end_lineno, last.end_col_offset)
+    at = dict(lineno=last.end_lineno, col_offset=0,
+              end_lineno=last.end_lineno, end_col_offset=0)
+    call = ast.Call(ast.Name("__portal_rescue__", ast.Load(), **at),
+                    [ast.Constant(node.lineno, **at), ast.Constant(span, **at)], [], **at)
+    handler = ast.ExceptHandler(ast.Name("Exception", ast.Load(), **at), None,
+                                [ast.Expr(call, **at), ast.Raise(None, None, **at)],
+                                **at)
+    return ast.Try([node], [handler], [], [], lineno=node.lineno,
+                   col_offset=node.col_offset, end_lineno=node.end_lineno,
+                   end_col_offset=node.end_col_offset)
 
 
 def _target_ops_ok(code, site, node, positions):
