@@ -12,6 +12,26 @@ level, as::
                                       else:
                                           ELSE
 
+A ``while`` statement is wrapped whole instead (its else clause included)::
+
+    while cond:                       try:
+        BODY              ->              while cond:
+                                              BODY
+                                      except Exception:
+                                          __portal_rescue__(LOOP_LINE, BODY_SPAN)
+                                          raise
+
+so that an iteration runs exactly the instructions of the plain loop (a try inside
+the body puts its handler between the body and the loop's bottom test, and every
+iteration paid a ``JUMP_FORWARD`` over it).  The try takes the while statement's
+location (no NOP, no line event of its own).  ``BODY_SPAN`` is the body's source
+span (line, col, end_line, end_col): the handler also sees errors of the condition
+and of the else clause, and the rescue takes only those whose traceback entry in
+the loop's frame (tb_lasti) is an instruction of the body (codemap.in_body); the
+others go on to the next loop out.  The resume point is still the body's first
+instruction, where the loop jumps back to, at the handler's stack depth (a while
+loop pushes nothing).
+
 ``LOOP_LINE`` is the loop statement's line number: the rescue entry point (a
 builtin installed by the runtime) finds the loop by it.  ``except Exception`` (not
 ``BaseException``) lets ``GeneratorExit``, ``KeyboardInterrupt`` and ``SystemExit``
@@ -22,8 +42,7 @@ instrumented runs compared in tests/unit/python/test_instrument.py):
 
 * the ``try`` takes the location of the first statement of the body: the compiler
   then emits no NOP and no line event for it, and a ``for`` loop runs exactly the
-  same instructions per iteration as before (a ``while`` loop gains one
-  ``JUMP_FORWARD`` over the handler, which is laid out before the loop test);
+  same instructions per iteration as before (a ``while`` loop, wrapped whole, too);
 * every node of the handler has no location (lineno = end_lineno = col_offset =
   end_col_offset = -1, which the AST validator accepts): its instructions carry no
   line number, so a traced run sees no line event from them, even for exceptions
@@ -37,8 +56,8 @@ instrumented runs compared in tests/unit/python/test_instrument.py):
   None in the ``return`` trace event (and on that dead frame), where the plain run
   shows the raising line.  ``tb_lineno`` is unaffected.
 
-The wrap doubles CPython's static block nesting (``try`` inside the loop and the
-handler blocks, limit 20 per code object): loops whose wrap would not fit are left
+The wrap doubles CPython's static block nesting (``try`` inside the loop, or around
+a while loop, and the handler blocks, limit 20 per code object): loops whose wrap would not fit are left
 unwrapped, innermost first, so any program that compiles still compiles.
 """
 import ast
@@ -121,9 +140,11 @@ def _no_loc(node):
     return node
 
 
-def _handler(loop_line):
-    call = ast.Call(func=ast.Name(id=RESCUE_NAME, ctx=ast.Load()),
-                    args=[ast.Constant(value=loop_line)], keywords=[])
+def _handler(loop_line, body_span=None):
+    args = [ast.Constant(value=loop_line)]
+    if body_span is not None:
+        args.append(ast.Constant(value=body_span))
+    call = ast.Call(func=ast.Name(id=RESCUE_NAME, ctx=ast.Load()), args=args, keywords=[])
     return _no_loc(ast.ExceptHandler(
         type=ast.Name(id=CATCH_NAME, ctx=ast.Load()), name=None,
         body=[ast.Expr(value=call), ast.Raise(exc=None, cause=None)]))
@@ -165,13 +186,16 @@ class _Rewriter:
     # A statement list at static block depth `depth`; `kind` says whether it is a
     # module/def/class body (docstring, __future__ imports stay first).
     def body(self, stmts, depth, kind=None):
-        for s in stmts:
-            self.stmt(s, depth)
+        stmts = [self.stmt(s, depth) for s in stmts]
         if self.fake_lines:
             stmts = self.insert_fake(stmts, kind)
         return stmts
 
     def stmt(self, s, depth):
+        """Rewrite `s` in place; returns the statement that replaces it (a wrapped
+        while loop is replaced by the try around it)."""
+        if isinstance(s, ast.While):
+            return self.while_loop(s, depth)
         if isinstance(s, _LOOPS):
             self.loop(s, depth)
         elif isinstance(s, _SCOPES):
@@ -191,6 +215,7 @@ class _Rewriter:
         elif isinstance(s, ast.Match):
             for c in s.cases:
                 c.body = self.body(c.body, depth)
+        return s
 
     def loop(self, s, depth):
         # Wrapped, the body sits under the loop block and our try block, and our
@@ -208,6 +233,24 @@ class _Rewriter:
             self.wrapped.append(s.lineno)
         s.body = body
         s.orelse = self.body(s.orelse, depth)
+
+    def while_loop(self, s, depth):
+        # The whole statement is wrapped: the body sits under our try block and the
+        # loop block, the else clause under our try block, our handler body under
+        # the two handler blocks.
+        fits = (self.wrap
+                and depth + 2 + _need_list(s.body, self.memo) <= MAX_BLOCKS
+                and depth + 1 + _need_list(s.orelse, self.memo) <= MAX_BLOCKS
+                and depth + 2 <= MAX_BLOCKS)
+        s.body = self.body(s.body, depth + (2 if fits else 1))
+        s.orelse = self.body(s.orelse, depth + (1 if fits else 0))
+        if not fits:
+            return s
+        first, last = _start(s.body[0]), s.body[-1]
+        span = (first.lineno, first.col_offset, last.end_lineno, last.end_col_offset)
+        self.wrapped.append(s.lineno)
+        return _copy_loc(ast.Try(body=[s], handlers=[_handler(s.lineno, span)],
+                                 orelse=[], finalbody=[]), s)
 
     def insert_fake(self, stmts, kind):
         out = []

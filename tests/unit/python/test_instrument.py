@@ -5,6 +5,7 @@ import ast
 import asyncio  # noqa: F401  (imported before tracing starts)
 import builtins
 import contextlib
+import collections
 import dis
 import io
 import marshal
@@ -24,11 +25,12 @@ from _portal.instrument import compile_user_source
 
 @pytest.fixture(autouse=True)
 def rescue_log():
-    """__portal_rescue__ stand-in: a C callable (list.append), so that calling it adds
-    no call/line events to a traced run."""
-    log = []
+    """__portal_rescue__ stand-in: a C callable (dict.setdefault: it takes the loop
+    line, and a while loop's body span as a second argument), so that calling it adds
+    no call/line events to a traced run.  The keys are the loop lines."""
+    log = {}
     old = getattr(builtins, "__portal_rescue__", None)
-    builtins.__portal_rescue__ = log.append
+    builtins.__portal_rescue__ = log.setdefault
     yield log
     if old is None:
         del builtins.__portal_rescue__
@@ -584,7 +586,7 @@ def test_rescue_called_per_loop_innermost_first(tmp_path, monkeypatch):
     path = write(tmp_path, RESCUE_PROG)
     seen = []
 
-    def rescue(line):
+    def rescue(line, body_span=None):
         seen.append((line, sys.exc_info()[1]))
 
     monkeypatch.setattr(builtins, "__portal_rescue__", rescue)
@@ -623,7 +625,7 @@ def test_rescue_not_called_for_handled_or_base_exceptions(tmp_path, rescue_log):
             pass
     """)
     exec(inst_code(path), {"__name__": "prog"})
-    assert rescue_log == []
+    assert list(rescue_log) == []
 
 
 def test_generator_throw_reaches_rescue(tmp_path, rescue_log):
@@ -640,7 +642,7 @@ def test_generator_throw_reaches_rescue(tmp_path, rescue_log):
     with pytest.raises(KeyError) as info:
         glb["it"].throw(exc)
     assert info.value is exc
-    assert rescue_log == [3]
+    assert list(rescue_log) == [3]
 
 
 def test_wrapped_lines_and_shape():
@@ -750,8 +752,10 @@ def test_deep_nesting_still_compiles_and_runs(n):
     loop_lines = list(range(2, 2 + n))
     assert sorted(lines) == loop_lines[:len(lines)]
     # k outer loops wrapped: the body of the innermost sits at 2k + (n - k) blocks and
-    # the handler of the k-th wrapped loop at 2(k - 1) + 3
-    fits = [k for k in range(n + 1) if 2 * k + (n - k) <= 20 and 2 * k + 1 <= 20]
+    # the handler of the k-th wrapped loop at 2(k - 1) + 3 for a for loop (inside it),
+    # 2(k - 1) + 2 for a while loop (the try is around the loop)
+    fits = [k for k in range(n + 1) if 2 * k + (n - k) <= 20
+            and (k == 0 or 2 * (k - 1) + (2 if (k - 1) % 2 else 3) <= 20)]
     assert len(lines) == max(fits)
 
 
@@ -965,13 +969,13 @@ def test_fake_oom_raises_at_line_with_plain_traceback(tmp_path, fake_oom, rescue
     frames = traceback.extract_tb(info.value.__traceback__)[1:3]   # then the stand-in
     assert [(f.lineno, f.name, f.line) for f in frames] == \
         [(6, "<module>", "work([1, 2])"), (4, "work", "out.append(x * 2)")]
-    assert rescue_log == [3]
+    assert list(rescue_log) == [3]
     # wrap=False: only the call (non-user file matched by a spec)
     rescue_log.clear()
     code = inst_code(path, fake_oom=[(0, 4)], wrap=False)
     with pytest.raises(MemoryError):
         exec(code, {"__name__": "prog"})
-    assert rescue_log == []
+    assert list(rescue_log) == []
 
 
 def test_fake_oom_lines_trace_like_plain(tmp_path, fake_oom):
@@ -1027,3 +1031,157 @@ def test_future_imports_kept():
     src = b"'''doc'''\nfrom __future__ import annotations\ndef f(x: int): pass\n"
     assert marshal.dumps(compile_user_source(src, "a.py")) == \
         marshal.dumps(compile(src, "a.py", "exec", dont_inherit=True))
+
+
+# --- while loops: wrapped whole -------------------------------------------------------------
+
+WHILE_SHAPES = {
+    "cond": """
+        def f(n, out):
+            while n > 0:
+                n -= 1
+                out.append(n)
+            return n
+    """,
+    "true_break_continue": """
+        def f(n, out):
+            while True:
+                n -= 1
+                if n % 3 == 0:
+                    continue
+                out.append(n)
+                if n <= 0:
+                    break
+            return n
+    """,
+    "cond_else": """
+        def f(n, out):
+            while n and n > 0:
+                n -= 1
+                if n == -5:
+                    break
+                if n % 2:
+                    continue
+                out.append(n)
+            else:
+                out.append("else")
+            return n
+    """,
+    "in_for": """
+        def f(n, out):
+            for i in range(2):
+                k = n
+                while k: k -= 1
+                out.append(k)
+    """,
+}
+
+
+def _executed(code, n):
+    """Opnames f executes for f(n, out), with opcode tracing."""
+    glb = {}
+    exec(code, glb)
+    f = glb["f"]
+    ops = []
+
+    def tracer(frame, event, arg):
+        if frame.f_code is not f.__code__:
+            return None
+        frame.f_trace_opcodes = True
+        if event == "opcode":
+            ops.append(dis.opname[frame.f_code.co_code[frame.f_lasti]])
+        return tracer
+
+    sys.settrace(tracer)
+    try:
+        f(n, [])
+    finally:
+        sys.settrace(None)
+    return ops
+
+
+@pytest.mark.parametrize("name", sorted(WHILE_SHAPES))
+def test_while_iteration_runs_the_plain_instructions(tmp_path, name, rescue_log):
+    """An iteration of a wrapped while loop executes exactly the instructions of the
+    plain loop: whatever the wrap adds runs once per loop, never per iteration."""
+    path = write(tmp_path, WHILE_SHAPES[name])
+    plain, inst = plain_code(path), inst_code(path)
+    assert any("__portal_rescue__" in c.co_names for c in inst.co_consts
+               if isinstance(c, type(inst)))
+    extra = {}
+    for n in (7, 40):
+        p, i = _executed(plain, n), _executed(inst, n)
+        assert len(p) > n
+        extra[n] = (len(i) - len(p), collections.Counter(i) - collections.Counter(p))
+    assert extra[7] == extra[40]
+    assert extra[7][0] <= 2      # at most a NOP and the jump over the handler, once
+
+
+WHILE_RESCUE = """
+    def cond(x):
+        if x == 3:
+            raise MemoryError("cond")
+        return x < 5
+    def body(x):
+        if x == 3:
+            raise MemoryError("body")
+    def in_cond():
+        x = 0
+        while cond(x):
+            x += 1
+    def in_body():
+        x = 0
+        while cond(x - 1):
+            body(x)
+            x += 1
+    def in_else():
+        x = 0
+        while x < 2:
+            x += 1
+        else:
+            body(3)
+    def nested():
+        for i in range(1):
+            x = 0
+            while x < 5:
+                y = 0
+                while cond(y):
+                    y += 1
+                x += 1
+"""
+
+
+def test_while_rescue_only_for_its_body(tmp_path, monkeypatch):
+    """The rescue of a while loop takes an error of its body (or a call the body
+    made); one of its condition or else clause is not this loop's iteration."""
+    from _portal import capture
+    path = write(tmp_path, WHILE_RESCUE)
+    seen = []
+
+    def rescue(line, body_span=None):
+        frame = sys._getframe(1)
+        seen.append((frame.f_code.co_name, line,
+                     capture.raised_in_body(frame, line, sys.exception())))
+
+    monkeypatch.setattr(builtins, "__portal_rescue__", rescue)
+    glb = {"__name__": "prog"}
+    exec(inst_code(path), glb)
+    src = open(path).read().splitlines()
+    at = lambda text: [i for i, t in enumerate(src, 1) if t.strip() == text]
+    w_cond, w_body, w_else, w_outer, w_inner = (
+        at("while cond(x):")[0], at("while cond(x - 1):")[0], at("while x < 2:")[0],
+        at("while x < 5:")[0], at("while cond(y):")[0])
+    w_for = at("for i in range(1):")[0]
+    expected = {
+        "in_cond": [("in_cond", w_cond, False)],
+        "in_body": [("in_body", w_body, True)],
+        "in_else": [("in_else", w_else, False)],
+        # the inner loop declines (its condition), the outer ones take it
+        "nested": [("nested", w_inner, False), ("nested", w_outer, True),
+                   ("nested", w_for, True)],
+    }
+    for name, want in expected.items():
+        seen.clear()
+        with pytest.raises(MemoryError):
+            glb[name]()
+        assert seen == want, name
