@@ -55,10 +55,11 @@ def _forget_imports(package_dir):
     return ours
 
 
-def _start_runtime(main_filename, package_dir, hide=True, **kwargs):
+def _start_runtime(main_filename, **kwargs):
     """Portal's runtime for the program: the import hook that instruments the
     user's code, the rescue entry point, the fake-OOM fixture.  Exits 2 with a
-    message for a bad PORTAL_FAKE_OOM."""
+    message for a bad PORTAL_FAKE_OOM.  The caller hides Portal's modules once its
+    start-up is over."""
     sys.modules.update(_PORTAL_MODULES)
     from _portal.fake_oom import FakeOomSpecError
     try:
@@ -68,8 +69,6 @@ def _start_runtime(main_filename, package_dir, hide=True, **kwargs):
         sys.stderr.write(f"portal: PORTAL_FAKE_OOM: {e}\n")
         raise SystemExit(2) from None
     runtime.install()
-    if hide:
-        runtime.portal_modules = _forget_imports(package_dir)
     return runtime
 
 
@@ -154,7 +153,7 @@ def _run_script(toplevel, path, args, package_dir):
     # is forgotten afterwards: the program finds sys.modules and
     # sys.path_importer_cache as python leaves them.
     seen_modules, seen_importers = set(sys.modules), set(sys.path_importer_cache)
-    runtime = _start_runtime(filename, package_dir, hide=False, extra_user_code=_USER_CODE)
+    runtime = _start_runtime(filename, extra_user_code=_USER_CODE)
     try:
         code = runtime.compile_main(filename, source)
         status = None
@@ -209,8 +208,7 @@ def _resume(toplevel, job_dir, package_dir):
     """`portal resume JOB`: continue the suspended program in this process."""
     from _portal import restore
     try:
-        runtime, main_code, globals_ = restore.start(
-            job_dir, lambda main_filename, **kw: _start_runtime(main_filename, package_dir, hide=False, **kw))
+        runtime, main_code, globals_ = restore.start(job_dir, _start_runtime)
     except restore.ResumeError as e:
         sys.stderr.write(f"portal: resume: {e}; the job stays suspended\n")
         raise SystemExit(1) from None

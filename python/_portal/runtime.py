@@ -13,6 +13,10 @@ from _portal.fake_oom import FakeOom
 
 
 class Runtime:
+    # Portal's own modules, taken out of sys.modules once start-up is over (the
+    # program must not see them) and put back for a rescue.
+    portal_modules = {}
+
     def __init__(self, main_filename, job_dir=None, extra_user_code=(), fake_oom=None):
         self.main_filename = main_filename  # absolute, as compiled (co_filename)
         self.job_dir = job_dir
@@ -61,8 +65,6 @@ class Runtime:
         sys.modules.update(self.portal_modules)  # the rest of the package loads from here
         from _portal import suspend
         suspend.rescue(self, loop_frame, loop_line, exc)
-
-    portal_modules = {}
 
     def context(self):
         """What the resuming process needs to set the runtime up as it was."""
