@@ -6,13 +6,17 @@
 // and SIGQUIT sent to it, and exits as the child did.
 #pragma once
 
+#include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
 namespace portal {
 
 // Runs argv[0] (an absolute path) with argv, waits, reports, and returns the exit
-// code portal-run must exit with.
-int supervise(const std::vector<std::string>& argv);
+// code portal-run must exit with.  With `data_limit`, the child's RLIMIT_DATA is set
+// to it before exec (the memory tripwire, see tripwire.hpp).
+int supervise(const std::vector<std::string>& argv,
+              std::optional<std::uint64_t> data_limit = std::nullopt);
 
 }  // namespace portal

@@ -11,6 +11,7 @@
 #include "portal/log.hpp"
 #include "portal/size.hpp"
 #include "portal/supervisor.hpp"
+#include "portal/tripwire.hpp"
 
 namespace portal {
 
@@ -88,7 +89,10 @@ int portal_resume(const ResumeRequest& request) {
     if (!installation) {
         return kRefused;
     }
-    const int code = supervise(resume_argv(job.dir.string(), *installation));
+    // --mem caps the resumed job as if the machine had that much (the tripwire), so
+    // that it is suspended again, not killed, if it needs more still.
+    const auto requested = request.mem.empty() ? std::nullopt : parse_size(request.mem);
+    const int code = supervise(resume_argv(job.dir.string(), *installation), tripwire::memory_cap(requested));
     if (code != kSuspendedExit) {
         try {
             // The program ran only if the restore marked the job running; a resume

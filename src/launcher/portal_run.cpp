@@ -12,7 +12,9 @@
 #include "portal/installation.hpp"
 #include "portal/interpreter_command.hpp"
 #include "portal/log.hpp"
+#include "portal/size.hpp"
 #include "portal/supervisor.hpp"
+#include "portal/tripwire.hpp"
 #include "portal/version.hpp"
 
 namespace portal {
@@ -23,6 +25,7 @@ constexpr int kUsageExit = 2;  // as python's own usage errors
 
 struct RunOptions {
     bool version = false;
+    std::string mem;  // empty: the machine's memory
     std::vector<std::string> user_code;
 };
 
@@ -43,6 +46,13 @@ void describe(CLI::App& app, RunOptions& opts) {
                    "the working directory and PYTHONPATH are (repeatable)")
         ->type_name("PATH")
         ->check(CLI::ExistingPath);
+    app.add_option("--mem", opts.mem,
+                   "Cap the program's memory as if this machine had SIZE (2G, 512M; a bare number "
+                   "is GiB): past the cap an allocation fails and the job is suspended")
+        ->type_name("SIZE")
+        ->check([](const std::string& text) {
+            return parse_size(text) ? std::string() : "not a size (examples: 2G, 512M, 64)";
+        });
 }
 
 // Options that take a separate value, so that the splitter does not mistake the
@@ -109,7 +119,8 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
     }
     const auto argv = interpreter_argv(split.program, *installation);
     log::debug("interpreter", argv.front() + " with " + std::to_string(argv.size() - 1) + " arguments");
-    return supervise(argv);
+    const auto requested = opts.mem.empty() ? std::nullopt : parse_size(opts.mem);
+    return supervise(argv, tripwire::memory_cap(requested));
 }
 
 }  // namespace portal

@@ -1,11 +1,13 @@
 // supervisor.cpp: see include/portal/supervisor.hpp.
 #include "portal/supervisor.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
 #include <cstring>
 #include <iostream>
+#include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -72,7 +74,8 @@ sigset_t forwarded_set() {
     return set;
 }
 
-[[noreturn]] void exec_child(const std::vector<std::string>& argv, const sigset_t& old_mask) {
+[[noreturn]] void exec_child(const std::vector<std::string>& argv, const sigset_t& old_mask,
+                             std::optional<std::uint64_t> data_limit) {
     // The child starts with the dispositions and mask portal-run itself was given.
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
@@ -82,6 +85,19 @@ sigset_t forwarded_set() {
         }
     }
     sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    // In the child only: the supervisor itself must keep the memory to report and
+    // record whatever happens.  Only the soft limit: a program that knows better can
+    // still raise it (resource.setrlimit), as with a limit set by the shell; a lower
+    // one the user already set (ulimit -d) stays.
+    if (data_limit) {
+        struct rlimit limit {};
+        getrlimit(RLIMIT_DATA, &limit);
+        limit.rlim_cur = std::min({limit.rlim_cur, limit.rlim_max, static_cast<rlim_t>(*data_limit)});
+        if (setrlimit(RLIMIT_DATA, &limit) != 0) {
+            log::say("memory tripwire", std::string("cannot cap the program's memory: ") +
+                                            std::strerror(errno) + "; it runs without the cap");
+        }
+    }
     std::vector<char*> cargv;
     cargv.reserve(argv.size() + 1);
     for (const auto& a : argv) {
@@ -96,7 +112,7 @@ sigset_t forwarded_set() {
 
 }  // namespace
 
-int supervise(const std::vector<std::string>& argv) {
+int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t> data_limit) {
     std::cout.flush();
     std::cerr.flush();
     // The forwarded signals are held from before the fork until the child's pid is
@@ -111,7 +127,7 @@ int supervise(const std::vector<std::string>& argv) {
         return 1;
     }
     if (pid == 0) {
-        exec_child(argv, old_mask);
+        exec_child(argv, old_mask, data_limit);
     }
     g_child.store(pid);
     sigprocmask(SIG_SETMASK, &old_mask, nullptr);

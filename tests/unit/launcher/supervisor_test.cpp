@@ -2,6 +2,7 @@
 
 #include <csignal>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <thread>
 #include <unistd.h>
@@ -16,6 +17,17 @@ TEST(Supervise, MirrorsTheExitCode) {
 
 TEST(Supervise, ChildKilledBySignalGives128PlusN) {
     EXPECT_EQ(supervise({"/bin/sh", "-c", "kill -KILL $$"}), 128 + SIGKILL);
+}
+
+// The memory tripwire's cap reaches the child (ulimit -d counts KiB), not the parent.
+TEST(Supervise, SetsTheDataLimitInTheChild) {
+    struct rlimit before {};
+    getrlimit(RLIMIT_DATA, &before);
+    EXPECT_EQ(supervise({"/bin/sh", "-c", "[ \"$(ulimit -d)\" = 65536 ]"}, 64ull << 20), 0);
+    struct rlimit after {};
+    getrlimit(RLIMIT_DATA, &after);
+    EXPECT_EQ(after.rlim_cur, before.rlim_cur);
+    EXPECT_EQ(supervise({"/bin/sh", "-c", "[ \"$(ulimit -d)\" = 65536 ]"}), 1);
 }
 
 TEST(Supervise, MissingInterpreterIs127) {
