@@ -129,11 +129,22 @@ def _human_size(n):
 
 
 def _suggested_mem_gib():
+    """Twice the memory the job had: its memory tripwire (portal-run --mem, or the
+    machine's cap), else the machine's physical memory."""
+    limit = None
     try:
-        pages = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        return max(2, 2 * -(-pages // (1 << 30)))
-    except (ValueError, OSError):
-        return 64
+        import resource
+        soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
+        if soft != resource.RLIM_INFINITY:
+            limit = soft
+    except (ImportError, OSError, ValueError):
+        pass
+    if limit is None:
+        try:
+            limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+        except (ValueError, OSError):
+            return 64
+    return max(2, -(-2 * limit // (1 << 30)))
 
 
 def rescue(runtime, loop_frame, loop_line, exc):
