@@ -10,6 +10,7 @@
 #pragma once
 
 #include <string>
+#include <vector>
 
 namespace portal {
 
@@ -18,6 +19,7 @@ struct ResumeRequest {
     std::string mem;  // empty: no requirement
     std::string gpu;  // empty: no requirement
     std::string on = "local";
+    std::vector<std::string> policies;  // none: the job's own, as recorded
 };
 
 int portal_resume(const ResumeRequest& request);

@@ -29,6 +29,7 @@ def main():
     # portal-run's settings for the runtime: never seen by the program.
     extra = os.environ.pop("PORTAL_USER_CODE", "")
     _USER_CODE.extend(p for p in extra.split(os.pathsep) if p)
+    _POLICY.update(_boot_policy())
     sys.orig_argv[1:] = spelling + args
     if mode == "script":
         _run_script(_toplevel, target, args, package_dir)
@@ -74,6 +75,13 @@ def _start_runtime(main_filename, **kwargs):
 
 _PORTAL_MODULES = {}
 _USER_CODE = []  # portal-run --user-code PATH...
+_POLICY = {}  # portal-run --policy KEY=VALUE...
+
+
+def _boot_policy():
+    """The policies portal-run validated and handed over (PORTAL_BOOT_POLICY)."""
+    text = os.environ.pop("PORTAL_BOOT_POLICY", "")
+    return dict(item.split("=", 1) for item in text.split(",") if "=" in item)
 
 
 def _forget_start_up(seen_modules, seen_importers):
@@ -153,7 +161,7 @@ def _run_script(toplevel, path, args, package_dir):
     # is forgotten afterwards: the program finds sys.modules and
     # sys.path_importer_cache as python leaves them.
     seen_modules, seen_importers = set(sys.modules), set(sys.path_importer_cache)
-    runtime = _start_runtime(filename, extra_user_code=_USER_CODE)
+    runtime = _start_runtime(filename, extra_user_code=_USER_CODE, policy=_POLICY)
     try:
         code = runtime.compile_main(filename, source)
         status = None
@@ -179,6 +187,8 @@ def _run_script(toplevel, path, args, package_dir):
         # set, as under python (its handler exits before the clean-up below).
         status = toplevel.run(code, globals_, True)
         del code
+        if status is not None:
+            runtime.explain_failure()
     # CPython removes them once the script is done (before atexit handlers run).
     globals_.pop("__file__", None)
     globals_.pop("__cached__", None)
@@ -207,14 +217,17 @@ def _run_command(toplevel, command, args):
 def _resume(toplevel, job_dir, package_dir):
     """`portal resume JOB`: continue the suspended program in this process."""
     from _portal import restore
+    policy = _boot_policy()  # given again to portal resume: replaces the job's own
     try:
-        runtime, main_code, globals_ = restore.start(job_dir, _start_runtime)
+        runtime, main_code, globals_ = restore.start(job_dir, _start_runtime, policy or None)
     except restore.ResumeError as e:
         sys.stderr.write(f"portal: resume: {e}; the job stays suspended\n")
         raise SystemExit(1) from None
     runtime.portal_modules = _forget_imports(package_dir)
     status = toplevel.run(main_code, globals_, True)
     del main_code
+    if status is not None:
+        runtime.explain_failure()
     globals_.pop("__file__", None)
     globals_.pop("__cached__", None)
     _exit(status)

@@ -61,7 +61,7 @@ class ResumeError(Exception):
     """The job cannot be resumed; it stays suspended, intact."""
 
 
-def start(job_dir, make_runtime):
+def start(job_dir, make_runtime, policy=None):
     """Stages 1-4: returns (runtime, main code, __main__'s globals) with the chain
     ready to be entered by running main code.  make_runtime(main_filename, job_dir=,
     extra_user_code=) builds and installs the runtime."""
@@ -82,7 +82,8 @@ def start(job_dir, make_runtime):
         else:
             os.environ[name] = value
     runtime = make_runtime(context["main_filename"], job_dir=job_dir,
-                           extra_user_code=context.get("user_code", ()))
+                           extra_user_code=context.get("user_code", ()),
+                           policy=policy if policy is not None else context.get("policy"))
     recompiler = runtime.recompiler()
     try:
         manifest, state = checkpoint.read_checkpoint(path, recompiler,

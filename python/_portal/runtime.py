@@ -17,10 +17,11 @@ class Runtime:
     # program must not see them) and put back for a rescue.
     portal_modules = {}
 
-    def __init__(self, main_filename, job_dir=None, extra_user_code=(), fake_oom=None):
+    def __init__(self, main_filename, job_dir=None, extra_user_code=(), fake_oom=None, policy=None):
         self.main_filename = main_filename  # absolute, as compiled (co_filename)
         self.job_dir = job_dir
-        self.rescue_enabled = True
+        self.policy = dict(policy or {})  # {"oom.on": "false"}: recorded with the job
+        self.rescue_enabled = self.policy.get("oom.on", "true") != "false"
         self.registry = codeindex.REGISTRY
         script_dir = os.path.dirname(os.path.realpath(main_filename)) if main_filename else os.getcwd()
         self.extra_user_code = list(extra_user_code)
@@ -69,5 +70,24 @@ class Runtime:
     def context(self):
         """What the resuming process needs to set the runtime up as it was."""
         return {"main_filename": self.main_filename, "cwd": os.getcwd(),
-                "user_code": self.extra_user_code,
+                "user_code": self.extra_user_code, "policy": self.policy,
                 "environ": {k: os.environ[k] for k in ("PYTHONPATH", "PORTAL_FAKE_OOM") if k in os.environ}}
+
+    def explain_failure(self):
+        """The program ends with an uncaught out-of-memory error: one `portal:` line
+        per reason it was not rescued (the product page's table), after python's
+        own traceback."""
+        import sys
+        exc = getattr(sys, "last_value", None)
+        if exc is None or not rescue_module.oom.is_out_of_memory(exc):
+            return
+        if not self.rescue_enabled:
+            reasons = ["the oom policy is off (--policy oom.on=false): the job fails at once"]
+        else:
+            reasons = list(dict.fromkeys(self.declined.get(id(exc), ())))
+            if not reasons:
+                reasons = ["it was raised outside any loop of the program's own code: "
+                           "there is no iteration to retry"]
+        for reason in reasons:
+            sys.stderr.write(f"portal: not rescued: {reason}\n")
+        sys.stderr.flush()

@@ -33,6 +33,9 @@ int main(int argc, char** argv) {
                            "machine has less");
     resume_cmd->add_option("--gpu", resume.gpu, "GPU model the job needs (e.g. A100); refused if absent");
     resume_cmd->add_option("--on", resume.on, "Where to run it: 'local' (this machine, the default)");
+    resume_cmd->add_option("--policy", resume.policies,
+                           "Set a job policy again (oom.on=false); the job's own are kept otherwise")
+        ->type_name("KEY=VALUE");
 
     try {
         std::vector<std::string> reversed(args.rbegin(), args.rend());

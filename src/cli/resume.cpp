@@ -9,6 +9,7 @@
 #include "portal/interpreter_command.hpp"
 #include "portal/job_store.hpp"
 #include "portal/log.hpp"
+#include "portal/policy.hpp"
 #include "portal/size.hpp"
 #include "portal/supervisor.hpp"
 #include "portal/tripwire.hpp"
@@ -92,6 +93,13 @@ int portal_resume(const ResumeRequest& request) {
     // --mem caps the resumed job as if the machine had that much (the tripwire), so
     // that it is suspended again, not killed, if it needs more still.
     const auto requested = request.mem.empty() ? std::nullopt : parse_size(request.mem);
+    try {
+        // Policies given again replace those the job was recorded with.
+        set_boot_policy(parse_policies(request.policies));
+    } catch (const PolicyError& e) {
+        log::say("policy", std::string(e.what()) + " (see portal resume --help)");
+        return kRefused;
+    }
     const int code = supervise(resume_argv(job.dir.string(), *installation), tripwire::memory_cap(requested));
     if (code != kSuspendedExit) {
         try {

@@ -12,6 +12,7 @@
 #include "portal/installation.hpp"
 #include "portal/interpreter_command.hpp"
 #include "portal/log.hpp"
+#include "portal/policy.hpp"
 #include "portal/size.hpp"
 #include "portal/supervisor.hpp"
 #include "portal/tripwire.hpp"
@@ -27,6 +28,7 @@ struct RunOptions {
     bool version = false;
     std::string mem;  // empty: the machine's memory
     std::vector<std::string> user_code;
+    std::vector<std::string> policies;
 };
 
 void describe(CLI::App& app, RunOptions& opts) {
@@ -41,6 +43,10 @@ void describe(CLI::App& app, RunOptions& opts) {
         "Portal's options come before the program; everything after SCRIPT (or -m MODULE, "
         "-c CODE) is the program's own, --help included.");
     app.add_flag("--version", opts.version, "Print Portal's version and exit");
+    app.add_option("--policy", opts.policies,
+                   "Set a job policy (repeatable): oom.on=false makes every out-of-memory error "
+                   "fail at once, as under python; also PORTAL_POLICY=oom.on=false")
+        ->type_name("KEY=VALUE");
     app.add_option("--user-code", opts.user_code,
                    "Treat the code under PATH as the program's own, as the script's directory, "
                    "the working directory and PYTHONPATH are (repeatable)")
@@ -101,10 +107,18 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
         return kUsageExit;
     }
 
+    std::map<std::string, std::string> policies;
+    try {
+        policies = policies_from(std::getenv("PORTAL_POLICY"), opts.policies);
+    } catch (const PolicyError& e) {
+        log::say("policy", std::string(e.what()) + " (see " + invoked_as + " --help)");
+        return kUsageExit;
+    }
     const auto installation = locate_installation(self_executable());
     if (!installation) {
         return 1;
     }
+    set_boot_policy(policies);
     // The bootstrap takes Portal's settings from the environment and removes them
     // before the program starts (python/_portal/boot.py).
     std::string roots;

@@ -588,36 +588,41 @@ def traceback_text(root: Path, frames, last_line: str) -> str:
     return "\n".join(out) + "\n"
 
 
+# After python's own traceback of an out-of-memory error that no loop of the
+# program's took, one line says why it was not rescued (the product page's table).
+OUTSIDE_ANY_LOOP = ("portal: not rescued: it was raised outside any loop of the program's own code: "
+                    "there is no iteration to retry\n")
+
 DECLINES = [
-    # (case, frames of the traceback, its last line, stdout)
+    # (case, frames of the traceback, its last line, stdout, Portal's line after it)
     (Case("oom_outside_loop_module_level", "decline_outside_loop.py",
           fake=[oom("decline_outside_loop.py", "mod_oom")], rc=0),
      [("decline_outside_loop.py", "mod_oom", "<module>", "table = load(5)")],
-     "MemoryError", "start\n"),
+     "MemoryError", "start\n", OUTSIDE_ANY_LOOP),
     (Case("oom_outside_loop_in_function", "decline_outside_loop.py",
           fake=[oom("decline_outside_loop.py", "fn_oom")], rc=0),
      [("decline_outside_loop.py", "mod_oom", "<module>", "load(5)"),
       ("decline_outside_loop.py", "fn_oom", "load", "data = list(range(n))")],
-     "MemoryError", "start\n"),
+     "MemoryError", "start\n", OUTSIDE_ANY_LOOP),
     (Case("other_error_in_loop", "kinds.py", fake=[oom("kinds.py", "oom", 3, "other")], rc=0),
      [("kinds.py", "last_call", "<module>", "work([5, 6, 7, 8, 9])"),
       ("kinds.py", "oom", "work", "doubled = it * 2")],
      "RuntimeError: fake error that is not out of memory (PORTAL_FAKE_OOM)",
-     "it 5 10\nit 6 12\n"),
+     "it 5 10\nit 6 12\n", ""),
 ]
 
 
-@pytest.mark.parametrize("case,frames,last,stdout",
+@pytest.mark.parametrize("case,frames,last,stdout,why",
                          [pytest.param(*d, id=d[0].id) for d in DECLINES])
-def test_decline(case, frames, last, stdout, outcomes, request):
+def test_decline(case, frames, last, stdout, why, outcomes, request):
     """Not out of memory, or out of memory outside any loop: the job fails as it
     would without Portal (exit 1, python's traceback of the error), and no job is
-    created."""
+    created; for an out-of-memory error, one `portal: not rescued:` line says why."""
     outcome = outcome_of(case, outcomes, request)
     check_python(case, outcome)
     (r,) = outcome.runs
     assert r.returncode == 1, r.stderr
-    assert r.stderr.decode() == traceback_text(outcome.root, frames, last)
+    assert r.stderr.decode() == traceback_text(outcome.root, frames, last) + why
     assert r.stdout.decode() == stdout
     assert outcome.python.stdout.startswith(r.stdout)
     assert_no_job(outcome)
@@ -666,11 +671,13 @@ REAL_OOM = [
 @pytest.mark.parametrize("case", params(REAL_OOM))
 def test_real_memory_error_as_python(case, outcomes, request):
     """A real allocation failure that the program handles, or that happens outside
-    any loop: portal-run's stdout, stderr and status are python's, and no job."""
+    any loop: portal-run's stdout, stderr and status are python's (and, when it ends
+    the program, one line saying why it was not rescued), and no job."""
     outcome = outcome_of(case, outcomes, request)
     check_python(case, outcome)
     (r,) = outcome.runs
     assert r.stdout.decode() == outcome.python.stdout.decode()
-    assert r.stderr.decode() == outcome.python.stderr.decode()
+    why = OUTSIDE_ANY_LOOP if outcome.python.returncode == 1 else ""
+    assert r.stderr.decode() == outcome.python.stderr.decode() + why
     assert r.returncode == outcome.python.returncode
     assert_no_job(outcome)

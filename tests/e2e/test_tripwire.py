@@ -84,10 +84,13 @@ def test_switched_off_the_program_gets_what_it_asks(corpus, portal_run):
     off = run([portal_run, "--mem", "2G", "big.py"], corpus, {"PORTAL_MEMORY_TRIPWIRE": "0"})
     assert (off.returncode, off.stdout, off.stderr) == (0, b"allocated 3072 MiB\n", b"")
 
-    # Capped, outside any loop: nothing to resume, python's own MemoryError.
+    # Capped, outside any loop: nothing to resume, python's own MemoryError, then
+    # Portal's one line saying why it was not rescued.
     on = run([portal_run, "--mem", "2G", "big.py"], corpus)
     assert on.returncode == 1
-    assert on.stderr.endswith(b"\nMemoryError\n"), on.stderr.decode()
+    assert on.stderr.endswith(b"\nMemoryError\nportal: not rescued: it was raised outside any "
+                              b"loop of the program's own code: there is no iteration to retry\n"), \
+        on.stderr.decode()
 
 
 def test_a_size_that_is_not_one_is_a_usage_error(corpus, portal_run):

@@ -1,0 +1,76 @@
+// policy.cpp: see include/portal/policy.hpp.
+#include "portal/policy.hpp"
+
+#include <cstdlib>
+#include <sstream>
+
+namespace portal {
+
+namespace {
+
+const std::map<std::string, std::vector<std::string>> kSupported{
+    {"oom.on", {"true", "false"}},
+};
+
+std::string supported_list() {
+    std::string out;
+    for (const auto& [key, values] : kSupported) {
+        out += (out.empty() ? "" : ", ") + key + "=";
+        for (std::size_t i = 0; i < values.size(); ++i) out += (i ? "|" : "") + values[i];
+    }
+    return out;
+}
+
+}  // namespace
+
+std::map<std::string, std::string> parse_policies(const std::vector<std::string>& items) {
+    std::map<std::string, std::string> out;
+    for (const auto& item : items) {
+        const auto eq = item.find('=');
+        const std::string key = item.substr(0, eq);
+        const auto known = kSupported.find(key);
+        if (eq == std::string::npos || known == kSupported.end()) {
+            throw PolicyError("'" + item + "' is not a policy; supported: " + supported_list());
+        }
+        std::string value = item.substr(eq + 1);
+        if (value == "0" || value == "off" || value == "no") value = "false";
+        if (value == "1" || value == "on" || value == "yes") value = "true";
+        bool ok = false;
+        for (const auto& v : known->second) ok = ok || v == value;
+        if (!ok) {
+            throw PolicyError("'" + item + "': " + key + " takes " + supported_list());
+        }
+        out[key] = value;
+    }
+    return out;
+}
+
+std::string format_policies(const std::map<std::string, std::string>& policies) {
+    std::string out;
+    for (const auto& [key, value] : policies) out += (out.empty() ? "" : ",") + key + "=" + value;
+    return out;
+}
+
+std::map<std::string, std::string> policies_from(const char* environment_value,
+                                                 const std::vector<std::string>& options) {
+    std::vector<std::string> items;
+    if (environment_value != nullptr) {
+        std::stringstream in(environment_value);
+        std::string item;
+        while (std::getline(in, item, ',')) {
+            if (!item.empty()) items.push_back(item);
+        }
+    }
+    items.insert(items.end(), options.begin(), options.end());
+    return parse_policies(items);
+}
+
+void set_boot_policy(const std::map<std::string, std::string>& policies) {
+    if (policies.empty()) {
+        unsetenv("PORTAL_BOOT_POLICY");
+    } else {
+        setenv("PORTAL_BOOT_POLICY", format_policies(policies).c_str(), 1);
+    }
+}
+
+}  // namespace portal
