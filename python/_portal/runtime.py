@@ -29,6 +29,7 @@ class Runtime:
             script_dir, os.getcwd(), os.environ.get("PYTHONPATH", ""), self.extra_user_code)
         self.fake_oom = fake_oom if fake_oom is not None else FakeOom.from_environment()
         self.declined = {}  # id(exception) -> [reason, ...] for the loops that declined it
+        self.capture_failed = set()  # id(exception) whose checkpoint could not be written
 
     # ---- set-up ------------------------------------------------------------------
 

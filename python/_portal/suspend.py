@@ -147,7 +147,14 @@ def _suggested_mem_gib():
     return max(2, -(-2 * limit // (1 << 30)))
 
 
+def _message(error):
+    text = str(error)
+    return text if text and not isinstance(error, MemoryError) else f"{type(error).__name__}: {text}".rstrip(": ")
+
+
 def rescue(runtime, loop_frame, loop_line, exc):
+    if id(exc) in runtime.capture_failed:
+        return  # its checkpoint failed twice: the job ends (outer loops do not retry)
     if threading_main() is False:
         return _decline(runtime, exc, "raised in a thread other than the main thread")
     if not capture.raised_in_body(loop_frame, loop_line, exc):
@@ -180,6 +187,7 @@ def rescue(runtime, loop_frame, loop_line, exc):
                          process=_process_state(), loop=loop,
                          fake_oom=runtime.fake_oom.counts if runtime.fake_oom else None)
     del frames
+    created = not runtime.job_dir
     job = jobs.Job(runtime.job_dir) if runtime.job_dir else jobs.Job.create(runtime.main_filename)
     runtime.job_dir = job.dir
     manifest_fields = {
@@ -196,13 +204,32 @@ def rescue(runtime, loop_frame, loop_line, exc):
         "runtime": runtime.context(),
     }
     from _portal import checkpoint, files, generators
-    try:
-        info = checkpoint.write_checkpoint(job.dir, "checkpoint", state, _error_roots(state), manifest_fields,
+
+    def write():
+        return checkpoint.write_checkpoint(job.dir, "checkpoint", state, _error_roots(state), manifest_fields,
                                            registry=runtime.registry,
                                            reducers={**generators.REDUCERS, **files.REDUCERS})
-    except Exception as e:  # the capture failed: the job fails as it would without Portal
-        _say("capture failed", f"{e}; the error goes on as without portal")
-        return _decline(runtime, exc, f"the checkpoint could not be written: {e}")
+
+    # A failed write leaves no partial checkpoint (checkpoint.py).  Free what can be
+    # freed and try once more (the writer's own memory, a disk others are filling);
+    # a second failure ends the job: the error goes on as without Portal, and the
+    # capture's message says why it was not rescued.
+    try:
+        info = write()
+    except Exception as first:
+        import gc
+        gc.collect()
+        try:
+            info = write()
+        except Exception as second:
+            if created:
+                import shutil
+                shutil.rmtree(job.dir, ignore_errors=True)
+                runtime.job_dir = None
+            runtime.capture_failed.add(id(exc))
+            same = type(first) is type(second) and str(first) == str(second)
+            reason = _message(second) if same else f"{_message(first)}, then {_message(second)}"
+            return _decline(runtime, exc, f"its checkpoint could not be written (tried twice): {reason}")
 
     now = time.time()
     expires = now + jobs.EXPIRY_SECONDS

@@ -91,3 +91,88 @@ def test_inside_an_optimizer_step_is_not_rescued(corpus):
     assert last.startswith("portal: not rescued: raised inside an optimizer step (")
     assert last.endswith("the weights may be half updated")
     assert jobs(corpus) == []
+
+
+# --- a capture that fails ----------------------------------------------------------------
+
+def checkpoint_leftovers(home):
+    """Anything of a checkpoint under the job store (a job, a partial checkpoint)."""
+    jobs_dir = home / "jobs"
+    return sorted(str(p.relative_to(home)) for p in jobs_dir.rglob("*")) if jobs_dir.exists() else []
+
+
+def test_an_unsaveable_object_ends_the_job_naming_it(corpus):
+    r = run([PORTAL_RUN, "holds_socket.py"], corpus, PORTAL_FAKE_OOM="holds_socket.py:6@2")
+    assert r.returncode == 1
+    assert r.stdout == b"i 0\n"
+    assert python_traceback_of_memory_error(r.stderr), r.stderr
+    assert r.stderr.decode().splitlines()[-1] == (
+        "portal: not rescued: its checkpoint could not be written (tried twice): "
+        "global 'sock' (socket.socket): cannot pickle 'socket' object")
+    assert checkpoint_leftovers(corpus.parent / "home") == []
+
+
+def test_a_full_disk_ends_the_job_leaving_no_partial_checkpoint(corpus, tmp_path):
+    home = tmp_path / "small-disk"
+    home.mkdir()
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(home)],
+                             capture_output=True)
+    if mounted.returncode != 0:
+        pytest.skip(f"cannot mount a 4 MiB tmpfs here: {mounted.stderr.decode().strip()}")
+    try:
+        r = subprocess.run([PORTAL_RUN, "big_state.py"], cwd=corpus, capture_output=True, timeout=120,
+                           env=dict(os.environ, PORTAL_HOME=str(home),
+                                    PORTAL_FAKE_OOM="big_state.py:5@2"))
+        assert r.returncode == 1, r.stderr
+        assert r.stdout == b"i 0 1.0\n"
+        last = r.stderr.decode().splitlines()[-1]
+        assert last.startswith("portal: not rescued: its checkpoint could not be written (tried twice): ")
+        assert "No space left on device" in last, last
+        assert checkpoint_leftovers(home) == []
+    finally:
+        subprocess.run(["umount", str(home)], capture_output=True)
+
+
+# --- portal resume's requirements on this machine ---------------------------------------------
+
+def suspended_job(corpus):
+    r = run([PORTAL_RUN, "loop.py"], corpus, PORTAL_FAKE_OOM="loop.py:3@2")
+    assert r.returncode == 75, r.stderr
+    return re.search(rb"portal resume (\S+)", r.stderr).group(1).decode()
+
+
+@pytest.mark.parametrize("options,says", [
+    (["--mem", "100000"], b"less than the"),
+    (["--gpu", "A100"], b"--gpu A100: this machine has"),
+    (["--on", "cluster-7"], b"--on cluster-7 is not supported: only 'local'"),
+])
+def test_a_refused_resume_leaves_the_job_suspended(corpus, options, says):
+    job = suspended_job(corpus)
+    refused = run([PORTAL, "resume", job, *options], corpus)
+    assert refused.returncode == 1 and refused.stdout == b""
+    assert refused.stderr.startswith(b"portal: resume: ") and says in refused.stderr, refused.stderr
+    assert b"stays suspended" in refused.stderr
+    # Intact: it resumes here, from the iteration that failed.
+    done = run([PORTAL, "resume", job], corpus)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == b"i 1 1\ni 2 3\ni 3 6\ni 4 10\ni 5 15\ntotal 15\n"
+
+
+JSON_LIST_LOOP_LINE = 298  # `if first:`, first statement of _iterencode_list's `for value in lst:`
+
+
+def test_inside_a_library_loop_called_at_top_level_is_not_rescued(corpus):
+    import importlib.util
+    encoder = Path(importlib.util.find_spec("json.encoder").origin)
+    lines = encoder.read_text().splitlines()
+    assert lines[JSON_LIST_LOOP_LINE - 2].strip() == "for value in lst:"
+    r = run([PORTAL_RUN, "library_loop.py"], corpus,
+            PORTAL_FAKE_OOM=f"json/encoder.py:{JSON_LIST_LOOP_LINE}@5")
+    assert r.returncode == 1, r.stderr
+    assert r.stdout == b"encoding\n"
+    assert python_traceback_of_memory_error(r.stderr), r.stderr
+    assert f'encoder.py", line {JSON_LIST_LOOP_LINE}, in _iterencode_list'.encode() in r.stderr
+    assert r.stderr.decode().splitlines()[-1] == (
+        "portal: not rescued: it was raised outside any loop of the program's own code: "
+        "there is no iteration to retry")
+    assert jobs(corpus) == []
