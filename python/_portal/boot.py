@@ -182,13 +182,22 @@ def _run_script(toplevel, path, args, package_dir):
     loader_type = sys.modules["_frozen_importlib"]._bootstrap_external.SourceFileLoader
     globals_["__loader__"] = loader_type("__main__", filename)
     del source
-    if status is None:
-        # A SystemExit from the program propagates from here with __file__ still
-        # set, as under python (its handler exits before the clean-up below).
-        status = toplevel.run(code, globals_, True)
-        del code
-        if status is not None:
-            runtime.explain_failure()
+    if status is not None:  # the script's own syntax error, reported as python does
+        globals_.pop("__file__", None)
+        globals_.pop("__cached__", None)
+        _exit(status)
+    _run_main(toplevel, runtime, code, globals_)
+
+
+def _run_main(toplevel, runtime, code, globals_):
+    """Run the script's code (fresh, or re-entering a suspended job's frames) and
+    end as python's file runner does.  A SystemExit from the program propagates
+    from here with __file__ still set, as under python (its handler exits before
+    the clean-up below)."""
+    status = toplevel.run(code, globals_, True)
+    del code
+    if status is not None:
+        runtime.explain_failure()
     # CPython removes them once the script is done (before atexit handlers run).
     globals_.pop("__file__", None)
     globals_.pop("__cached__", None)
@@ -224,10 +233,4 @@ def _resume(toplevel, job_dir, package_dir):
         sys.stderr.write(f"portal: resume: {e}; the job stays suspended\n")
         raise SystemExit(1) from None
     runtime.portal_modules = _forget_imports(package_dir)
-    status = toplevel.run(main_code, globals_, True)
-    del main_code
-    if status is not None:
-        runtime.explain_failure()
-    globals_.pop("__file__", None)
-    globals_.pop("__cached__", None)
-    _exit(status)
+    _run_main(toplevel, runtime, main_code, globals_)
