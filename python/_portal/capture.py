@@ -24,22 +24,6 @@ def _where(frame):
     return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}()"
 
 
-def _names(code):
-    n = code.co_nlocals + len(code.co_cellvars) + len(code.co_freevars)
-    # 3.11: the fast-local slot names, in slot order (args that are cells count once).
-    names = []
-    i = 0
-    while True:
-        try:
-            names.append(code._varname_from_oparg(i))
-        except (IndexError, ValueError):
-            break
-        i += 1
-        if i > n + 1024:
-            break
-    return names
-
-
 def _fast_locals(frame, nlocalsplus, offset):
     """The frame's fast locals, with those dead at `offset` left out (EMPTY)."""
     values = _frames.frame_slots(frame, 0, nlocalsplus, EMPTY)
@@ -48,7 +32,7 @@ def _fast_locals(frame, nlocalsplus, offset):
     dead = codemap.dead_locals_at(frame.f_code, offset)
     if dead:
         cells = set(frame.f_code.co_cellvars) | set(frame.f_code.co_freevars)
-        for i, name in enumerate(_names(frame.f_code)[:nlocalsplus]):
+        for i, name in enumerate(codemap.slot_names(frame.f_code)[:nlocalsplus]):
             if name in dead and name not in cells:
                 values[i] = EMPTY
     return values

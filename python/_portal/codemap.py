@@ -923,17 +923,25 @@ _INTROSPECTION = frozenset((
 ))
 
 
+def slot_names(code: types.CodeType) -> List[str]:
+    """The names of the fast-local slots (localsplus) in slot order: locals, then
+    cells that are not arguments, then free variables (an argument that is a cell
+    has one slot)."""
+    nlocalsplus = code.co_nlocals + len(code.co_cellvars) + len(code.co_freevars)
+    names = []
+    for i in range(nlocalsplus):
+        try:
+            names.append(code._varname_from_oparg(i))
+        except (AttributeError, IndexError, ValueError):
+            break
+    return names
+
+
 class _Live:
     def __init__(self, info: _Info):
         code = info.code
         self.info = info
-        nlocalsplus = code.co_nlocals + len(code.co_cellvars) + len(code.co_freevars)
-        names = []
-        for i in range(nlocalsplus):
-            try:
-                names.append(code._varname_from_oparg(i))
-            except (AttributeError, IndexError, ValueError):
-                break
+        names = slot_names(code)
         self.names = names
         cells = set(code.co_cellvars) | set(code.co_freevars)
         # bit i <-> localsplus index i; only plain fast locals are tracked

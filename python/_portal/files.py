@@ -50,10 +50,7 @@ def _rb_file(path, name, mode, position, kind, text_options, closed):
         f = io.open(fd, reopen, encoding=encoding, errors=errors, closefd=True)
         if line_buffering:  # open() has no such argument: set it as the program had it
             f.reconfigure(line_buffering=True)
-    raw = f
-    while hasattr(raw, "buffer") or hasattr(raw, "raw"):
-        raw = getattr(raw, "buffer", None) or raw.raw
-    raw.name = name  # the name the program opened it with
+    _raw(f).name = name  # the name the program opened it with
     if position is not None and "a" not in mode:
         f.seek(position)
     if closed:
@@ -61,11 +58,16 @@ def _rb_file(path, name, mode, position, kind, text_options, closed):
     return f
 
 
-def _describe(f):
+def _raw(f):
+    """The FileIO under a text or buffered file."""
     raw = f
     while hasattr(raw, "buffer") or hasattr(raw, "raw"):
         raw = getattr(raw, "buffer", None) or raw.raw
-    name = getattr(raw, "name", None)
+    return raw
+
+
+def _describe(f):
+    name = getattr(_raw(f), "name", None)
     if not isinstance(name, (str, bytes)) or not os.path.isfile(name):
         raise TypeError(f"cannot save {type(f).__name__} {name!r}: not a regular file opened by name")
     return os.path.abspath(name), name

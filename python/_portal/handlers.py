@@ -12,7 +12,8 @@ type matches (evaluated in the frame, as the interpreter would) or a bare
 import builtins
 import dis
 
-_OPS = dis.opmap
+from _portal import codemap
+
 _RESCUE = "__portal_rescue__"
 
 
@@ -21,7 +22,7 @@ def _instructions(code):
 
 
 def _handler_at(code, offset):
-    for entry in dis._parse_exception_table(code):
+    for entry in codemap.parse_exception_table(code):
         if entry.start <= offset < entry.end:
             return entry.target
     return None

@@ -4,11 +4,12 @@
       frames   [FrameState]  the chain from __main__'s module frame (first) to the
                              frame of the loop it continues from (last)
       main     dict          __main__'s globals (rebuilt by value)
-      modules  {name: module} the user's own modules (rebuilt by value)
       process  ProcessState  argv, working directory, environment, sys.path, RNGs
       fake_oom [int] | None  PORTAL_FAKE_OOM's hit counts
 
-Objects shared anywhere in it are pickled once, so they stay shared.
+Objects shared anywhere in it are pickled once, so they stay shared.  The user's
+own modules are not listed here: the pickler saves them by value with __main__
+(reducers.user_modules()).
 """
 from dataclasses import dataclass, field
 from typing import Any, List, Optional
@@ -91,7 +92,6 @@ class LoopInfo:
 class ProgramState:
     frames: List[FrameState]
     main: dict
-    modules: dict
     process: ProcessState
     loop: LoopInfo
     fake_oom: Optional[List[int]] = None

@@ -65,17 +65,6 @@ def _process_state():
                         random_state=random.getstate(), numpy_state=numpy_state)
 
 
-def _user_modules(runtime):
-    out = {}
-    for name, module in list(sys.modules.items()):
-        if name == "__main__" or name == "_portal" or name.startswith("_portal."):
-            continue
-        filename = getattr(module, "__file__", None)
-        if filename and filename in runtime.registry:
-            out[name] = module
-    return out
-
-
 # Iterators whose __reduce__ gives (iter, (sequence,), items taken so far).
 _INDEXED_ITERATORS = frozenset({
     "list_iterator", "tuple_iterator", "range_iterator", "longrange_iterator",
@@ -116,8 +105,6 @@ def _error_roots(state):
             roots[f"local {i} of {fs.name}() at {fs.filename}:{fs.line}"] = value
         for i, value in enumerate(fs.stack):
             roots[f"stack item {i} of {fs.name}() at {fs.filename}:{fs.line}"] = value
-    for name, module in state.modules.items():
-        roots[f"module {name!r}"] = module
     return roots
 
 
@@ -183,7 +170,7 @@ def rescue(runtime, loop_frame, loop_line, exc):
 
     loop = LoopInfo(filename=loop_frame.f_code.co_filename, line=loop_line,
                     iteration=_iteration(frames[-1].stack, site), function=loop_frame.f_code.co_name)
-    state = ProgramState(frames=frames, main=main_globals, modules=_user_modules(runtime),
+    state = ProgramState(frames=frames, main=main_globals,
                          process=_process_state(), loop=loop,
                          fake_oom=runtime.fake_oom.counts if runtime.fake_oom else None)
     del frames
