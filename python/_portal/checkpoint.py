@@ -270,14 +270,16 @@ def _check_name(name):
 
 
 def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fields=None,
-                     *, registry=None, modules=None, user_module_names=(), reducers=None):
+                     *, registry=None, modules=None, user_module_names=(), reducers=None,
+                     subclass_reducers=None):
     """Write ``state`` as checkpoint ``parent_dir/name`` and commit it atomically.
 
     roots_for_errors  {description: object} for the message of ``Unsaveable``
     manifest_fields   caller fields of the manifest (script, argv, error, loop,
                       sources ...); the reserved keys are refused; "sources"
                       defaults to every file of the code registry
-    registry, modules, user_module_names, reducers  passed to reducers.Pickler
+    registry, modules, user_module_names, reducers, subclass_reducers
+                      passed to reducers.Pickler
 
     Returns ``CheckpointInfo(path, total_bytes, manifest)``.  On any failure
     (``reducers.Unsaveable``, ``OSError`` such as ENOSPC, ``MemoryError`` ...) the
@@ -306,7 +308,8 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
             out = _HashingWriter(fd)
             pickler = _reducers.Pickler(out, registry=registry, modules=modules,
                                        user_module_names=user_module_names,
-                                       buffer_callback=buffers.append, reducers=reducers)
+                                       buffer_callback=buffers.append, reducers=reducers,
+                                       subclass_reducers=subclass_reducers)
             pickler.dump_state(state, roots_for_errors)
             del pickler
             os.fsync(fd)

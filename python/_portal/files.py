@@ -99,3 +99,7 @@ def reduce_file(f):
 
 REDUCERS = {t: reduce_file for t in (io.TextIOWrapper, io.BufferedReader, io.BufferedWriter,
                                      io.BufferedRandom, io.FileIO)}
+
+
+def reducers():
+    return REDUCERS

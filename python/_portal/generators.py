@@ -68,3 +68,7 @@ def reduce_generator(gen):
 
 
 REDUCERS = {types.GeneratorType: reduce_generator}
+
+
+def reducers():
+    return REDUCERS

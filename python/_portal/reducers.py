@@ -522,10 +522,12 @@ class Pickler(pickle.Pickler):
                   name (their classes by value)
     buffer_callback  receives each out-of-band ``PickleBuffer`` (None: in band)
     reducers      {type: fn(obj) -> reduce tuple | NotImplemented} tried first
+    subclass_reducers  the same for a type and its subclasses (first in the MRO
+                  wins), tried after ``reducers`` and before the built-in ones
     """
 
     def __init__(self, file, *, registry=None, modules=None, user_module_names=(),
-                 buffer_callback=None, reducers=None):
+                 buffer_callback=None, reducers=None, subclass_reducers=None):
         super().__init__(file, protocol=5, buffer_callback=buffer_callback)
         self._out = file
         self.registry = registry or REGISTRY
@@ -540,6 +542,7 @@ class Pickler(pickle.Pickler):
         self._module_names = {id(m): name for name, m in self.modules.items()}
         self._module_dicts = {id(m.__dict__): name for name, m in self.modules.items()}
         self._extra = dict(reducers or {})
+        self._extra_inherited = dict(subclass_reducers or {})
         self._handlers = {}
         self._user_class = {}
         self._resolved = {}
@@ -661,9 +664,12 @@ class Pickler(pickle.Pickler):
         return h
 
     def _handler_for(self, t):
-        if t in self._extra:
-            extra = self._extra[t]
-            return lambda obj: _first_implemented(extra(obj), self._generic, obj)
+        extra = self._extra.get(t)
+        if extra is None and self._extra_inherited:
+            extra = next((self._extra_inherited[k] for k in t.__mro__ if k in self._extra_inherited), None)
+        if extra is not None:
+            fallback = self._static.get(t, self._generic)
+            return lambda obj: _first_implemented(extra(obj), fallback, obj)
         handler = self._static.get(t)
         if handler is not None:
             return handler

@@ -35,6 +35,8 @@ def _apply_process_state(process):
     if process.numpy_state is not None:
         import numpy
         numpy.random.set_state(process.numpy_state)
+    from _portal import plugins
+    plugins.restore_process(getattr(process, "plugins", None))
 
 
 def build_chain(frames, main_code):

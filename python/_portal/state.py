@@ -78,6 +78,7 @@ class ProcessState:
     path: List[str]
     random_state: Any = None
     numpy_state: Any = None
+    plugins: Any = None         # {plug-in module: its state}, see plugins.py
 
 
 @dataclass

@@ -60,9 +60,11 @@ def _process_state():
     np = sys.modules.get("numpy")
     if np is not None:
         numpy_state = np.random.get_state()
+    from _portal import plugins
     return ProcessState(argv=list(sys.argv), orig_argv=list(sys.orig_argv), cwd=os.getcwd(),
                         environ=dict(os.environ), path=list(sys.path),
-                        random_state=random.getstate(), numpy_state=numpy_state)
+                        random_state=random.getstate(), numpy_state=numpy_state,
+                        plugins=plugins.capture_process())
 
 
 # Iterators whose __reduce__ gives (iter, (sequence,), items taken so far).
@@ -190,12 +192,13 @@ def rescue(runtime, loop_frame, loop_line, exc):
         "sources": runtime.registry.sources(),
         "runtime": runtime.context(),
     }
-    from _portal import checkpoint, files, generators
+    from _portal import checkpoint, plugins
+    exact, inherited = plugins.reducers()
 
     def write():
         return checkpoint.write_checkpoint(job.dir, "checkpoint", state, _error_roots(state), manifest_fields,
                                            registry=runtime.registry,
-                                           reducers={**generators.REDUCERS, **files.REDUCERS})
+                                           reducers=exact, subclass_reducers=inherited)
 
     # A failed write leaves no partial checkpoint (checkpoint.py).  Free what can be
     # freed and try once more (the writer's own memory, a disk others are filling);
