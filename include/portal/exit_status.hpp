@@ -6,6 +6,9 @@
 
 namespace portal {
 
+// What a suspended job's process exits with (EX_TEMPFAIL: try again elsewhere).
+constexpr int kSuspendedExit = 75;
+
 struct Report {
     std::string subject;
     std::string problem;

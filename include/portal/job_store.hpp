@@ -1,14 +1,18 @@
-// job_store.hpp: the job store as the `portal` CLI sees it.
+// job_store.hpp: the job store, shared by portal-run, `portal` and (in Python)
+// python/_portal/jobs.py.  Layout and record fields: docs/job-store.md.
 //
-//   $PORTAL_HOME (default ~/.portal)/jobs/<JOB>/job.json    the job record
-//   $PORTAL_HOME (default ~/.portal)/jobs/<JOB>/checkpoint  the current checkpoint
-//
-// The interpreter process (python/_portal/jobs.py) creates a job when it first
-// suspends; the CLI finds it, resumes it and records how the run ended.
+//   $PORTAL_HOME (default ~/.portal)/            0700
+//     jobs/<JOB>/                                0700, JOB = <script stem>-<6 hex>
+//       job.json      the job record (JSON), replaced atomically, 0600
+//       record.lock   flock(2)ed around every read-modify-write of job.json
+//       job.lock      flock(2)ed by the process running the job (job_lock.hpp)
+//       output.log    the program's stdout and stderr, all runs (output_tee.hpp)
+//       checkpoint    the current checkpoint (docs/checkpoint-format.md)
 #pragma once
 
+#include <ctime>
 #include <filesystem>
-#include <optional>
+#include <functional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -21,7 +25,16 @@ struct JobError : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
+// The version of job.json's layout this build writes; readers refuse a newer one.
+constexpr int kRecordVersion = 1;
+// A suspended job's checkpoint is kept this long, then deleted (expiry).
+constexpr std::time_t kExpirySeconds = 3 * 24 * 3600;
+
 std::filesystem::path portal_home();
+
+// Creates `path` 0700 whatever the umask, and refuses one that exists but is not
+// a directory of ours that only we can reach (a checkpoint is code).
+void make_private_dir(const std::filesystem::path& path);
 
 struct Job {
     std::string id;
@@ -29,16 +42,30 @@ struct Job {
 
     std::filesystem::path record_path() const { return dir / "job.json"; }
     std::filesystem::path checkpoint_path() const { return dir / "checkpoint"; }
+    std::filesystem::path lock_path() const { return dir / "job.lock"; }
+    std::filesystem::path log_path() const { return dir / "output.log"; }
     nlohmann::json read_record() const;
     // Writes the record atomically (temporary file, fsync, rename), mode 0600.
     void write_record(const nlohmann::json& record) const;
-    void update_record(const nlohmann::json& fields) const;
+    // Read-modify-write under record.lock, so that the supervisor and the
+    // interpreter process (which records a suspension) never lose each other's
+    // fields.  Returns the record as written.
+    nlohmann::json modify_record(const std::function<void(nlohmann::json&)>& change) const;
+    nlohmann::json update_record(const nlohmann::json& fields) const;
 };
+
+// A new job directory under home/jobs with a fresh id made from `stem` (the
+// script's name), and its first record.
+Job create_job(const std::filesystem::path& home, const std::string& stem, nlohmann::json record);
 
 // The job whose id is `id_or_prefix`, or the only one it is a prefix of.
 // Throws JobError naming the candidates when it is ambiguous or unknown.
 Job find_job(const std::filesystem::path& home, const std::string& id_or_prefix);
 
 std::vector<Job> list_jobs(const std::filesystem::path& home);
+
+// "2026-11-29T12:00:00Z" (UTC) and back; parse gives -1 for text it cannot read.
+std::string utc_iso(std::time_t t);
+std::time_t parse_utc_iso(const std::string& text);
 
 }  // namespace portal

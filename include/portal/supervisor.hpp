@@ -11,12 +11,15 @@
 #include <string>
 #include <vector>
 
+#include "portal/output_tee.hpp"
+
 namespace portal {
 
 // Runs argv[0] (an absolute path) with argv, waits, reports, and returns the exit
 // code portal-run must exit with.  With `data_limit`, the child's RLIMIT_DATA is set
 // to it before exec (the memory tripwire, see tripwire.hpp).
+// With `tee`, the program's stdout and stderr are also kept in the job's log.
 int supervise(const std::vector<std::string>& argv,
-              std::optional<std::uint64_t> data_limit = std::nullopt);
+              std::optional<std::uint64_t> data_limit = std::nullopt, OutputTee* tee = nullptr);
 
 }  // namespace portal

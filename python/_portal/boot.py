@@ -19,6 +19,9 @@ import sys
 def main():
     # The -c line put our package directory first; the program must not see it.
     package_dir = sys.path.pop(0)
+    # The job this run belongs to (portal-run's supervisor made it): never seen by
+    # the program, as none of PORTAL_* below.
+    _JOB.append(os.environ.pop("PORTAL_JOB_DIR", None))
     if sys.argv[1] == "resume":
         from _portal import _toplevel
         return _resume(_toplevel, sys.argv[2], package_dir)
@@ -74,6 +77,7 @@ def _start_runtime(main_filename, **kwargs):
 
 
 _PORTAL_MODULES = {}
+_JOB = []  # [the job's directory, or None]
 _USER_CODE = []  # portal-run --user-code PATH...
 _POLICY = {}  # portal-run --policy KEY=VALUE...
 
@@ -161,7 +165,7 @@ def _run_script(toplevel, path, args, package_dir):
     # is forgotten afterwards: the program finds sys.modules and
     # sys.path_importer_cache as python leaves them.
     seen_modules, seen_importers = set(sys.modules), set(sys.path_importer_cache)
-    runtime = _start_runtime(filename, extra_user_code=_USER_CODE, policy=_POLICY)
+    runtime = _start_runtime(filename, extra_user_code=_USER_CODE, policy=_POLICY, job_dir=_JOB[0])
     try:
         code = runtime.compile_main(filename, source)
         status = None

@@ -2,10 +2,13 @@
 
     $PORTAL_HOME (default ~/.portal)/
       jobs/<JOB>/job.json     the job record (JSON, written atomically)
+      jobs/<JOB>/record.lock  flock(2)ed around each read-modify-write of job.json
       jobs/<JOB>/checkpoint   the current checkpoint (see checkpoint.py)
 
-A job id is the script's name and six hex digits (`train-3f9a2c`).  Directories
-are created 0700 and files 0600: a checkpoint is code.
+The supervisor (portal-run, portal resume) creates the job and records its runs
+(docs/job-store.md); the interpreter records a suspension, which only it can
+describe.  A job id is the script's name and six hex digits (`train-3f9a2c`).
+Directories are created 0700 and files 0600: a checkpoint is code.
 """
 import json
 import os
@@ -13,6 +16,7 @@ import secrets
 import time
 
 EXPIRY_SECONDS = 3 * 24 * 3600
+RECORD_VERSION = 1   # as kRecordVersion in include/portal/job_store.hpp
 
 
 def portal_home(environ=os.environ):
@@ -70,11 +74,21 @@ class Job:
         os.replace(tmp, self.record_path)
 
     def update_record(self, **fields):
-        record = self.read_record()
-        record.update(fields)
-        record.setdefault("id", self.id)
-        self.write_record(record)
-        return record
+        """Read-modify-write under record.lock, which the supervisor (C++,
+        src/jobs/job_store.cpp) takes too: neither loses the other's fields."""
+        import fcntl
+        fd = os.open(os.path.join(self.dir, "record.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            record = self.read_record()
+            record.update(fields)
+            record.setdefault("id", self.id)
+            record.setdefault("record_version", RECORD_VERSION)
+            record["updated"] = utc_iso(time.time())
+            self.write_record(record)
+            return record
+        finally:
+            os.close(fd)
 
 
 def utc_iso(t):

@@ -2,11 +2,15 @@
 #include "portal/resume.hpp"
 
 #include <array>
+#include <ctime>
+#include <optional>
 #include <cstdio>
 #include <memory>
 
 #include "portal/installation.hpp"
 #include "portal/interpreter_command.hpp"
+#include "portal/expiry.hpp"
+#include "portal/job_run.hpp"
 #include "portal/job_store.hpp"
 #include "portal/log.hpp"
 #include "portal/policy.hpp"
@@ -18,7 +22,6 @@ namespace portal {
 
 namespace {
 
-constexpr int kSuspendedExit = 75;
 constexpr int kRefused = 1;
 
 // Names of this machine's NVIDIA GPUs (empty when there is none or no driver).
@@ -66,6 +69,14 @@ bool machine_fits(const ResumeRequest& request, const std::string& job_id) {
     return true;
 }
 
+std::vector<std::string> command_of(const ResumeRequest& request, const std::string& id) {
+    std::vector<std::string> command{"portal", "resume", id};
+    if (!request.mem.empty()) command.insert(command.end(), {"--mem", request.mem});
+    if (!request.gpu.empty()) command.insert(command.end(), {"--gpu", request.gpu});
+    for (const auto& p : request.policies) command.insert(command.end(), {"--policy", p});
+    return command;
+}
+
 }  // namespace
 
 int portal_resume(const ResumeRequest& request) {
@@ -73,12 +84,23 @@ int portal_resume(const ResumeRequest& request) {
     nlohmann::json record;
     try {
         job = find_job(portal_home(), request.job);
+        expire_if_due(job, std::time(nullptr));
         record = job.read_record();
     } catch (const JobError& e) {
         log::say("resume", e.what());
         return kRefused;
     }
-    const std::string state = record.value("state", "unknown");
+    const std::string state = effective_state(record, lock_holder(job).has_value());
+    if (state == "expired") {
+        log::say("resume", "job " + job.id + " expired at " + record.value("expired_at", "?") +
+                               ": its checkpoint was kept 3 days and is deleted; there is nothing to resume");
+        return kRefused;
+    }
+    if (state == "running") {
+        log::say("resume", "job " + job.id + " is running (" + lock_holder(job).value_or("?") +
+                               "): one process runs a job at a time (portal show " + job.id + ")");
+        return kRefused;
+    }
     if (state != "suspended") {
         log::say("resume", "job " + job.id + " is " + state + ", not suspended: there is nothing to resume");
         return kRefused;
@@ -100,19 +122,29 @@ int portal_resume(const ResumeRequest& request) {
         log::say("policy", std::string(e.what()) + " (see portal resume --help)");
         return kRefused;
     }
-    const int code = supervise(resume_argv(job.dir.string(), *installation), tripwire::memory_cap(requested));
-    if (code != kSuspendedExit) {
-        try {
-            // The program ran only if the restore marked the job running; a resume
-            // refused before that (a source changed, a damaged checkpoint) leaves
-            // the job suspended, intact, to be resumed once the cause is fixed.
-            if (job.read_record().value("state", "unknown") == "running") {
-                job.update_record({{"state", code == 0 ? "completed" : "failed"}, {"exit_status", code}});
-            }
-        } catch (const JobError& e) {
-            log::say("resume", e.what());
+    std::optional<JobRun> run;
+    try {
+        // The lock, then the state again: another resume may have won the race.
+        run.emplace(JobRun::resume(job, command_of(request, job.id), requested));
+        if (job.read_record().value("state", "") != "suspended") {
+            log::say("resume", "job " + job.id + " was resumed by another process meanwhile (portal show " +
+                                   job.id + ")");
+            return kRefused;
         }
+    } catch (const JobBusy& e) {
+        log::say("resume", std::string(e.what()) + ": one process runs a job at a time (portal show " +
+                               job.id + ")");
+        return kRefused;
+    } catch (const JobError& e) {
+        log::say("resume", e.what());
+        return kRefused;
     }
+    // The program ran only if the restore marked the job running; a resume refused
+    // before that (a source changed, a damaged checkpoint) leaves the job
+    // suspended, intact, to be resumed once the cause is fixed (JobRun::finish).
+    const int code = supervise(resume_argv(job.dir.string(), *installation), tripwire::memory_cap(requested),
+                               run->tee());
+    run->finish(code);
     return code;
 }
 

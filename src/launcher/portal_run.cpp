@@ -11,6 +11,7 @@
 #include "portal/command_line.hpp"
 #include "portal/installation.hpp"
 #include "portal/interpreter_command.hpp"
+#include "portal/job_run.hpp"
 #include "portal/log.hpp"
 #include "portal/policy.hpp"
 #include "portal/size.hpp"
@@ -134,7 +135,22 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
     const auto argv = interpreter_argv(split.program, *installation);
     log::debug("interpreter", argv.front() + " with " + std::to_string(argv.size() - 1) + " arguments");
     const auto requested = opts.mem.empty() ? std::nullopt : parse_size(opts.mem);
-    return supervise(argv, tripwire::memory_cap(requested));
+    // Every run is a job (docs/job-store.md): recorded, its output kept, found by
+    // `portal list`.  A store that cannot be written does not stop the program; it
+    // only cannot be suspended.
+    std::vector<std::string> command{invoked_as};
+    command.insert(command.end(), args.begin(), args.end());
+    std::optional<JobRun> run;
+    try {
+        run.emplace(JobRun::start(split.program, command, policies, requested));
+    } catch (const JobError& e) {
+        log::say("job store", std::string(e.what()) + "; the program runs, but cannot be suspended");
+    }
+    const int code = supervise(argv, tripwire::memory_cap(requested), run ? run->tee() : nullptr);
+    if (run) {
+        run->finish(code);
+    }
+    return code;
 }
 
 }  // namespace portal

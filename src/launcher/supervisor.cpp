@@ -7,6 +7,8 @@
 #include <csignal>
 #include <cstring>
 #include <iostream>
+#include <poll.h>
+#include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -74,8 +76,14 @@ sigset_t forwarded_set() {
     return set;
 }
 
+struct sigaction g_old_sigpipe {};
+
 [[noreturn]] void exec_child(const std::vector<std::string>& argv, const sigset_t& old_mask,
-                             std::optional<std::uint64_t> data_limit) {
+                             std::optional<std::uint64_t> data_limit, OutputTee* tee) {
+    if (tee != nullptr) {
+        tee->attach_child();
+    }
+    sigaction(SIGPIPE, &g_old_sigpipe, nullptr);
     // The child starts with the dispositions and mask portal-run itself was given.
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
@@ -110,11 +118,62 @@ sigset_t forwarded_set() {
     _exit(127);
 }
 
+bool wait_for(pid_t pid, int* status) {
+    while (waitpid(pid, status, 0) < 0) {
+        if (errno != EINTR) {
+            log::say("waitpid", std::strerror(errno));
+            return false;
+        }
+    }
+    return true;
+}
+
+// Waits for the child while passing its output on (output_tee.hpp).  A pidfd says
+// when the child has ended, so that a grandchild that keeps the pipes open does
+// not keep the supervisor waiting; without one (an old kernel) the child is
+// looked at every 50 ms.
+bool wait_while_copying(pid_t pid, OutputTee& tee, int* status) {
+    const int pidfd = static_cast<int>(syscall(SYS_pidfd_open, pid, 0));
+    bool reaped = false;
+    for (bool ended = false; !ended;) {
+        std::vector<pollfd> fds;
+        for (int fd : tee.fds()) fds.push_back({fd, POLLIN, 0});
+        if (pidfd >= 0) fds.push_back({pidfd, POLLIN, 0});
+        if (fds.empty()) break;  // every pipe finished: only the child is left to wait for
+        const int n = poll(fds.data(), fds.size(), pidfd >= 0 ? -1 : 50);
+        if (n < 0) {
+            if (errno == EINTR) continue;
+            break;
+        }
+        for (const pollfd& p : fds) {
+            if (p.fd != pidfd && (p.revents & (POLLIN | POLLHUP | POLLERR))) {
+                tee.pump(p.fd);
+            }
+        }
+        if (pidfd >= 0) {
+            ended = fds.back().revents & POLLIN;
+        } else {
+            ended = reaped = waitpid(pid, status, WNOHANG) == pid;
+        }
+    }
+    if (pidfd >= 0) close(pidfd);
+    tee.drain();
+    return reaped || wait_for(pid, status);
+}
+
 }  // namespace
 
-int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t> data_limit) {
+int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t> data_limit, OutputTee* tee) {
     std::cout.flush();
     std::cerr.flush();
+    if (tee != nullptr && !tee->kept()) {
+        tee = nullptr;
+    }
+    // Writing on to a reader that went away must not kill the supervisor (it has a
+    // job to record); the child gets the disposition portal-run was started with.
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigaction(SIGPIPE, &ignore, &g_old_sigpipe);
     // The forwarded signals are held from before the fork until the child's pid is
     // known, so that none is lost in between; the child resets them before exec.
     install_forwarding();
@@ -127,17 +186,17 @@ int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t>
         return 1;
     }
     if (pid == 0) {
-        exec_child(argv, old_mask, data_limit);
+        exec_child(argv, old_mask, data_limit, tee);
     }
     g_child.store(pid);
     sigprocmask(SIG_SETMASK, &old_mask, nullptr);
 
     int status = 0;
-    while (waitpid(pid, &status, 0) < 0) {
-        if (errno != EINTR) {
-            log::say("waitpid", std::strerror(errno));
-            return 1;
-        }
+    if (tee != nullptr) {
+        tee->attach_parent();
+    }
+    if (!(tee != nullptr ? wait_while_copying(pid, *tee, &status) : wait_for(pid, &status))) {
+        return 1;
     }
     const ChildOutcome outcome = interpret_wait_status(status, g_forwarded.load());
     if (outcome.report) {

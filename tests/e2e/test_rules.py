@@ -2,6 +2,7 @@
 `portal: not rescued:` line that follows python's own traceback when an
 out-of-memory error ends the program (inside an optimizer step, outside any
 loop, with the policy off)."""
+import json
 import os
 import re
 import shutil
@@ -30,8 +31,17 @@ def run(cmd, cwd, **env):
 
 
 def jobs(cwd):
+    """The jobs left with a checkpoint: every run is a job (docs/job-store.md), but
+    one that was not rescued must end failed, with nothing to resume."""
     d = cwd.parent / "home" / "jobs"
-    return sorted(p.name for p in d.iterdir()) if d.exists() else []
+    found = []
+    for p in sorted(d.iterdir()) if d.exists() else []:
+        record = json.loads((p / "job.json").read_text())
+        if any(c.name.startswith(("checkpoint", ".checkpoint")) for c in p.iterdir()):
+            found.append(p.name)
+        else:
+            assert record["state"] in ("failed", "completed"), record
+    return found
 
 
 def python_traceback_of_memory_error(text):
@@ -95,10 +105,18 @@ def test_inside_an_optimizer_step_is_not_rescued(corpus):
 
 # --- a capture that fails ----------------------------------------------------------------
 
+JOB_FILES = {"job.json", "job.lock", "record.lock", "output.log"}
+
+
 def checkpoint_leftovers(home):
-    """Anything of a checkpoint under the job store (a job, a partial checkpoint)."""
+    """Anything of a checkpoint under the job store (a checkpoint, a partial one):
+    only the run's job record, lock and log may be there, its record saying failed."""
     jobs_dir = home / "jobs"
-    return sorted(str(p.relative_to(home)) for p in jobs_dir.rglob("*")) if jobs_dir.exists() else []
+    left = []
+    for job in sorted(jobs_dir.iterdir()) if jobs_dir.exists() else []:
+        assert json.loads((job / "job.json").read_text())["state"] == "failed"
+        left += [str(p.relative_to(home)) for p in job.rglob("*") if p.name not in JOB_FILES]
+    return left
 
 
 def test_an_unsaveable_object_ends_the_job_naming_it(corpus):

@@ -562,12 +562,17 @@ def test_resume_refuses_changed_source(case, changed, outcomes, request):
     assert resumed.record.get("state") == "completed", resumed.record
 
 
-# --- declines: no job, the error goes on as without Portal ---------------------------------
+# --- declines: nothing to resume, the error goes on as without Portal ----------------------
 
 def assert_no_job(outcome: Outcome):
+    """No suspension: the run's job (every run is one) ended as python's run did,
+    with no checkpoint left."""
     assert not outcome.jobs
     jobs = outcome.home / "jobs"
-    assert not jobs.exists() or not any(jobs.iterdir()), list(jobs.iterdir())
+    for job in jobs.iterdir() if jobs.exists() else []:
+        record = json.loads((job / "job.json").read_text())
+        assert record["state"] in ("failed", "completed"), record
+        assert not [c.name for c in job.iterdir() if c.name.startswith(("checkpoint", ".checkpoint"))]
 
 
 def traceback_text(root: Path, frames, last_line: str) -> str:

@@ -1,0 +1,56 @@
+// job_run.hpp: one run of a job, as its supervisor records it.
+//
+// portal-run creates the job (state "running") before the program starts;
+// `portal resume` attaches to a suspended one.  Either way the supervisor holds
+// the job's lock for the whole run (job_lock.hpp), keeps the program's output
+// (output_tee.hpp), hands the job's directory to the interpreter
+// (PORTAL_JOB_DIR, which boot.py removes before the program starts), and at the
+// end records how the run ended.  A suspension itself is recorded by the
+// interpreter process (python/_portal/suspend.py), which alone knows the loop.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "portal/command_line.hpp"
+#include "portal/job_lock.hpp"
+#include "portal/job_store.hpp"
+#include "portal/output_tee.hpp"
+
+namespace portal {
+
+class JobRun {
+public:
+    // A new job for `program`, started by `command` (portal-run's argv).
+    static JobRun start(const ProgramSpec& program, const std::vector<std::string>& command,
+                        const std::map<std::string, std::string>& policies,
+                        std::optional<std::uint64_t> mem);
+    // Another run of an existing job; throws JobBusy when another process runs it.
+    static JobRun resume(const Job& job, const std::vector<std::string>& command,
+                         std::optional<std::uint64_t> mem);
+
+    const Job& job() const { return job_; }
+    OutputTee* tee() { return tee_.get(); }
+    // Records the run's end from the supervisor's exit code and the record the
+    // interpreter left: suspended (it said so), completed, failed, or - for a
+    // resume that never reached the program - refused, the job staying suspended.
+    void finish(int exit_code);
+
+private:
+    JobRun(Job job, JobLock lock) : job_(std::move(job)), lock_(std::move(lock)) {}
+    void begin(const std::string& kind, const std::vector<std::string>& command,
+               std::optional<std::uint64_t> mem);
+    Job job_;
+    JobLock lock_;
+    std::unique_ptr<OutputTee> tee_;
+    std::size_t run_index_ = 0;
+};
+
+// The job's name stem: the script's name without .py, the module's name, or
+// "command" for -c.
+std::string job_stem(const ProgramSpec& program);
+
+}  // namespace portal

@@ -1,0 +1,83 @@
+// expiry.cpp: see include/portal/expiry.hpp.
+#include "portal/expiry.hpp"
+
+#include <cctype>
+
+#include "portal/job_lock.hpp"
+
+namespace fs = std::filesystem;
+
+namespace portal {
+
+namespace {
+
+// checkpoint, checkpoint.<G>, .checkpoint.tmp-..., .checkpoint.link-...
+bool is_checkpoint_entry(const std::string& name) {
+    if (name == "checkpoint" || name.rfind(".checkpoint.tmp-", 0) == 0 || name.rfind(".checkpoint.link-", 0) == 0) {
+        return true;
+    }
+    const std::string prefix = "checkpoint.";
+    if (name.rfind(prefix, 0) != 0 || name.size() == prefix.size()) {
+        return false;
+    }
+    for (std::size_t i = prefix.size(); i < name.size(); ++i) {
+        if (!std::isdigit(static_cast<unsigned char>(name[i]))) return false;
+    }
+    return true;
+}
+
+}  // namespace
+
+std::time_t expires_at(const nlohmann::json& record) {
+    const auto it = record.find("expires_at");
+    return it != record.end() && it->is_string() ? parse_utc_iso(it->get<std::string>()) : -1;
+}
+
+std::uintmax_t remove_checkpoint(const Job& job) {
+    std::uintmax_t freed = 0;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(job.dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (!is_checkpoint_entry(name)) continue;
+        if (!entry.is_symlink(ec)) {
+            for (const auto& f : fs::recursive_directory_iterator(entry.path(), ec)) {
+                if (f.is_regular_file(ec)) freed += f.file_size(ec);
+            }
+        }
+        fs::remove_all(entry.path(), ec);
+    }
+    return freed;
+}
+
+bool expire_if_due(const Job& job, std::time_t now) {
+    if (lock_holder(job)) {
+        return false;
+    }
+    bool expired = false;
+    job.modify_record([&](nlohmann::json& r) {
+        const std::time_t due = expires_at(r);
+        if (r.value("state", "") == "suspended" && due >= 0 && due <= now) {
+            r["state"] = "expired";
+            r["expired_at"] = utc_iso(due);
+            expired = true;
+        }
+    });
+    if (expired) {
+        remove_checkpoint(job);
+    }
+    return expired;
+}
+
+std::vector<std::string> expire_due_jobs(const fs::path& home, std::time_t now) {
+    std::vector<std::string> ids;
+    for (const Job& job : list_jobs(home)) {
+        try {
+            if (expire_if_due(job, now)) ids.push_back(job.id);
+        } catch (const JobError&) {
+            // A damaged record is for `portal show` to report, not for expiry.
+        }
+    }
+    return ids;
+}
+
+}  // namespace portal

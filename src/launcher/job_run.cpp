@@ -1,0 +1,126 @@
+// job_run.cpp: see include/portal/job_run.hpp.
+#include "portal/job_run.hpp"
+
+#include <cstdlib>
+#include <ctime>
+#include <filesystem>
+#include <unistd.h>
+
+#include "portal/exit_status.hpp"
+#include "portal/log.hpp"
+
+namespace portal {
+
+namespace fs = std::filesystem;
+
+namespace {
+
+std::string joined(const std::vector<std::string>& words) {
+    std::string text;
+    for (const auto& w : words) text += (text.empty() ? "" : " ") + w;
+    return text;
+}
+
+const char* kind_name(ProgramKind kind) {
+    switch (kind) {
+        case ProgramKind::Script: return "script";
+        case ProgramKind::Module: return "module";
+        case ProgramKind::Command: return "command";
+        default: return "none";
+    }
+}
+
+}  // namespace
+
+std::string job_stem(const ProgramSpec& program) {
+    switch (program.kind) {
+        case ProgramKind::Script: {
+            std::string stem = fs::path(program.target).stem().string();
+            return stem.empty() ? "script" : stem;
+        }
+        case ProgramKind::Module: return program.target;
+        default: return "command";
+    }
+}
+
+JobRun JobRun::start(const ProgramSpec& program, const std::vector<std::string>& command,
+                     const std::map<std::string, std::string>& policies, std::optional<std::uint64_t> mem) {
+    std::error_code ec;
+    const fs::path cwd = fs::current_path(ec);
+    nlohmann::json record = {
+        {"state", "running"},
+        {"program", {{"kind", kind_name(program.kind)},
+                     {"target", program.kind == ProgramKind::Script ? fs::absolute(program.target, ec).string()
+                                                                     : program.target}}},
+        {"args", program.args},
+        {"cwd", cwd.string()},
+        {"policies", policies},
+        {"runs", nlohmann::json::array()},
+    };
+    if (program.kind == ProgramKind::Script) {
+        record["script"] = record["program"]["target"];
+    }
+    Job job = create_job(portal_home(), job_stem(program), record);
+    JobRun run(job, JobLock::acquire(job, joined(command)));
+    run.begin("run", command, mem);
+    return run;
+}
+
+JobRun JobRun::resume(const Job& job, const std::vector<std::string>& command, std::optional<std::uint64_t> mem) {
+    JobRun run(job, JobLock::acquire(job, joined(command)));
+    run.begin("resume", command, mem);
+    return run;
+}
+
+void JobRun::begin(const std::string& kind, const std::vector<std::string>& command,
+                   std::optional<std::uint64_t> mem) {
+    tee_ = std::make_unique<OutputTee>(job_.log_path());
+    const auto log_start = tee_->log_size();
+    nlohmann::json entry = {
+        {"kind", kind},
+        {"command", command},
+        {"started", utc_iso(std::time(nullptr))},
+        {"pid", getpid()},
+        {"mem", mem ? nlohmann::json(*mem) : nlohmann::json(nullptr)},
+        {"log_offset", log_start},
+        {"output_kept", tee_->kept()},
+    };
+    const nlohmann::json record = job_.modify_record([&](nlohmann::json& r) {
+        if (!r["runs"].is_array()) r["runs"] = nlohmann::json::array();
+        r["runs"].push_back(entry);
+    });
+    run_index_ = record["runs"].size() - 1;
+    setenv("PORTAL_JOB_DIR", job_.dir.c_str(), 1);
+}
+
+void JobRun::finish(int exit_code) {
+    unsetenv("PORTAL_JOB_DIR");
+    try {
+        job_.modify_record([&](nlohmann::json& r) {
+            const std::string state = r.value("state", "unknown");
+            nlohmann::json& entry = r["runs"][run_index_];
+            entry["ended"] = utc_iso(std::time(nullptr));
+            entry["exit_status"] = exit_code;
+            std::string outcome;
+            if (exit_code == kSuspendedExit && state == "suspended" && r.contains("suspended_at") &&
+                r["suspended_at"] >= entry.value("started", std::string())) {
+                outcome = "suspended";
+                for (const char* key : {"error", "error_at", "loop", "iteration", "checkpoint_bytes", "expires_at"}) {
+                    if (r.contains(key)) entry[key] = r[key];
+                }
+            } else if (entry.value("kind", "") == "resume" && state == "suspended") {
+                outcome = "refused";  // the restore refused before the program ran: still suspended
+            } else {
+                outcome = exit_code == 0 ? "completed" : "failed";
+                r["state"] = outcome;
+                r["exit_status"] = exit_code;
+                r["ended"] = entry["ended"];
+            }
+            entry["outcome"] = outcome;
+        });
+    } catch (const JobError& e) {
+        log::say("job", e.what());
+    }
+}
+
+}  // namespace portal
