@@ -2,9 +2,9 @@
 // python/_portal/jobs.py.  Layout and record fields: docs/job-store.md.
 //
 //   $PORTAL_HOME (default ~/.portal)/            0700
-//     jobs/<JOB>/                                0700, JOB = <script stem>-<6 hex>
+//     jobs/<JOB>/                                0700, JOB = <script stem>-<6 hex>;
+//                   flock(2)ed around every read-modify-write of job.json
 //       job.json      the job record (JSON), replaced atomically, 0600
-//       record.lock   flock(2)ed around every read-modify-write of job.json
 //       job.lock      flock(2)ed by the process running the job (job_lock.hpp)
 //       output.log    the program's stdout and stderr, all runs (output_tee.hpp)
 //       checkpoint    the current checkpoint (docs/checkpoint-format.md)
@@ -45,11 +45,14 @@ struct Job {
     std::filesystem::path lock_path() const { return dir / "job.lock"; }
     std::filesystem::path log_path() const { return dir / "output.log"; }
     nlohmann::json read_record() const;
-    // Writes the record atomically (temporary file, fsync, rename), mode 0600.
-    void write_record(const nlohmann::json& record) const;
-    // Read-modify-write under record.lock, so that the supervisor and the
-    // interpreter process (which records a suspension) never lose each other's
-    // fields.  Returns the record as written.
+    // Writes the record atomically (temporary file, rename), mode 0600; `durable`
+    // fsyncs it first.  The supervisor's own records are not durable: an fsync
+    // costs milliseconds at every start, and a record lost with the machine only
+    // loses a "running" or an ending; the suspension the interpreter records is.
+    void write_record(const nlohmann::json& record, bool durable = true) const;
+    // Read-modify-write under an flock of the job's directory, so that the
+    // supervisor and the interpreter process (which records a suspension) never
+    // lose each other's fields.  Returns the record as written.
     nlohmann::json modify_record(const std::function<void(nlohmann::json&)>& change) const;
     nlohmann::json update_record(const nlohmann::json& fields) const;
 };

@@ -1,8 +1,8 @@
 """The job store, as the interpreter process sees it.
 
     $PORTAL_HOME (default ~/.portal)/
-      jobs/<JOB>/job.json     the job record (JSON, written atomically)
-      jobs/<JOB>/record.lock  flock(2)ed around each read-modify-write of job.json
+      jobs/<JOB>/job.json     the job record (JSON, written atomically); the
+                              directory is flock(2)ed around each update
       jobs/<JOB>/checkpoint   the current checkpoint (see checkpoint.py)
 
 The supervisor (portal-run, portal resume) creates the job and records its runs
@@ -74,10 +74,11 @@ class Job:
         os.replace(tmp, self.record_path)
 
     def update_record(self, **fields):
-        """Read-modify-write under record.lock, which the supervisor (C++,
-        src/jobs/job_store.cpp) takes too: neither loses the other's fields."""
+        """Read-modify-write under an flock of the job's directory, which the
+        supervisor (C++, src/jobs/job_store.cpp) takes too: neither loses the
+        other's fields."""
         import fcntl
-        fd = os.open(os.path.join(self.dir, "record.lock"), os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             record = self.read_record()

@@ -72,7 +72,7 @@ nlohmann::json Job::read_record() const {
     return record;
 }
 
-void Job::write_record(const nlohmann::json& record) const {
+void Job::write_record(const nlohmann::json& record, bool durable) const {
     const fs::path tmp = record_path().string() + ".tmp" + std::to_string(getpid());
     // Replace, not throw, on bytes that are not UTF-8 (an argv of raw bytes).
     const std::string text = record.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
@@ -94,7 +94,9 @@ void Job::write_record(const nlohmann::json& record) const {
         p += n;
         left -= static_cast<std::size_t>(n);
     }
-    fsync(fd);
+    if (durable) {
+        fsync(fd);
+    }
     close(fd);
     if (rename(tmp.c_str(), record_path().c_str()) != 0) {
         const int err = errno;
@@ -104,10 +106,10 @@ void Job::write_record(const nlohmann::json& record) const {
 }
 
 nlohmann::json Job::modify_record(const std::function<void(nlohmann::json&)>& change) const {
-    const fs::path lock = dir / "record.lock";
-    const int fd = open(lock.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    // The lock is on the job's directory itself: no file to create for it.
+    const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) {
-        throw JobError("job " + id + ": cannot open " + lock.string() + ": " + std::strerror(errno));
+        throw JobError("job " + id + ": cannot open " + dir.string() + ": " + std::strerror(errno));
     }
     while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
     }
@@ -117,7 +119,7 @@ nlohmann::json Job::modify_record(const std::function<void(nlohmann::json&)>& ch
         change(record);
         if (record != before) {  // a look that changes nothing writes nothing
             record["updated"] = utc_iso(std::time(nullptr));
-            write_record(record);
+            write_record(record, false);
         }
         close(fd);
         return record;
@@ -153,7 +155,7 @@ Job create_job(const fs::path& home, const std::string& stem, nlohmann::json rec
         record["record_version"] = kRecordVersion;
         record["id"] = job.id;
         record["created"] = record["updated"] = utc_iso(std::time(nullptr));
-        job.write_record(record);
+        job.write_record(record, false);
         return job;
     }
     throw JobError("cannot find a free job id under " + (home / "jobs").string());

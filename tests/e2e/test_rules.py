@@ -105,7 +105,7 @@ def test_inside_an_optimizer_step_is_not_rescued(corpus):
 
 # --- a capture that fails ----------------------------------------------------------------
 
-JOB_FILES = {"job.json", "job.lock", "record.lock", "output.log"}
+JOB_FILES = {"job.json", "job.lock", "output.log"}
 
 
 def checkpoint_leftovers(home):

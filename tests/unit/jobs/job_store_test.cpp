@@ -70,6 +70,52 @@ TEST_F(JobStoreTest, BrokenRecordIsAClearError) {
     EXPECT_THROW(job.read_record(), JobError);
 }
 
+TEST_F(JobStoreTest, CreatedJobsArePrivateWithFreshIds) {
+    const Job a = create_job(home, "my train.py", {{"state", "running"}});
+    const Job b = create_job(home, "my train.py", {{"state", "running"}});
+    EXPECT_NE(a.id, b.id);
+    EXPECT_EQ(a.id.rfind("my_train_py-", 0), 0u) << a.id;
+    EXPECT_EQ(a.id.size(), std::string("my_train_py-").size() + 6);
+    struct stat st {};
+    ASSERT_EQ(stat(a.dir.c_str(), &st), 0);
+    EXPECT_EQ(st.st_mode & 0777, 0700u);
+    const auto record = a.read_record();
+    EXPECT_EQ(record["id"], a.id);
+    EXPECT_EQ(record["record_version"], kRecordVersion);
+    EXPECT_EQ(record["state"], "running");
+    EXPECT_GT(parse_utc_iso(record["created"]), 0);
+}
+
+TEST_F(JobStoreTest, ModifyKeepsOtherWritersFieldsAndSkipsNoChange) {
+    Job job = make("m-1");
+    job.update_record({{"loop", "x.py:3"}});
+    const auto before = fs::last_write_time(job.record_path());
+    const auto same = job.modify_record([](nlohmann::json&) {});
+    EXPECT_EQ(fs::last_write_time(job.record_path()), before);
+    EXPECT_EQ(same["loop"], "x.py:3");
+    job.modify_record([](nlohmann::json& r) { r["state"] = "completed"; });
+    const auto record = job.read_record();
+    EXPECT_EQ(record["loop"], "x.py:3");
+    EXPECT_EQ(record["state"], "completed");
+}
+
+TEST_F(JobStoreTest, NewerRecordVersionIsRefusedByName) {
+    Job job = make("v-1");
+    job.write_record({{"id", "v-1"}, {"record_version", kRecordVersion + 1}});
+    try {
+        job.read_record();
+        FAIL() << "expected JobError";
+    } catch (const JobError& e) {
+        EXPECT_NE(std::string(e.what()).find("newer than this portal reads"), std::string::npos) << e.what();
+    }
+}
+
+TEST(UtcIso, RoundTrips) {
+    EXPECT_EQ(utc_iso(0), "1970-01-01T00:00:00Z");
+    EXPECT_EQ(parse_utc_iso(utc_iso(1795000000)), 1795000000);
+    EXPECT_EQ(parse_utc_iso("yesterday"), -1);
+}
+
 TEST(PortalHome, EnvironmentWins) {
     const char* old_home = std::getenv("HOME");
     const std::string saved = old_home ? old_home : "";
