@@ -1,0 +1,186 @@
+"""The job lifecycle as the supervisor records it (docs/job-store.md): every run is
+a job; its runs, states and output are recorded; one process runs a job at a
+time; a job whose supervisor died is lost; an expired job is not resumed."""
+import json
+import os
+import shutil
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent / "jobs"
+PORTAL_RUN = os.environ.get("PORTAL_RUN") or shutil.which("portal-run")
+PORTAL = os.environ.get("PORTAL") or str(Path(PORTAL_RUN).with_name("portal"))
+
+
+@pytest.fixture
+def work(tmp_path):
+    shutil.copytree(HERE, tmp_path / "work")
+    return tmp_path / "work"
+
+
+def env_for(work, **extra):
+    env = dict(os.environ, PORTAL_HOME=str(work.parent / "home"), **extra)
+    env.pop("PORTAL_POLICY", None)
+    return env
+
+
+def run(cmd, work, **extra):
+    return subprocess.run(cmd, cwd=work, capture_output=True, env=env_for(work, **extra), timeout=120)
+
+
+def only_job(work):
+    jobs = sorted((work.parent / "home" / "jobs").iterdir())
+    assert len(jobs) == 1, jobs
+    return jobs[0]
+
+
+def record(job_dir):
+    return json.loads((job_dir / "job.json").read_text())
+
+
+def wait_for(predicate, what, timeout=30):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        if predicate():
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_a_plain_run_is_a_completed_job_with_its_output_kept(work):
+    python = subprocess.run(["/usr/bin/python3", "counter.py"], cwd=work, capture_output=True)
+    r = run([PORTAL_RUN, "counter.py", "--flag"], work)
+    assert (r.returncode, r.stdout, r.stderr) == (0, python.stdout, python.stderr)
+    job = only_job(work)
+    rec = record(job)
+    assert job.name.startswith("counter-")
+    assert rec["state"] == "completed" and rec["exit_status"] == 0
+    assert rec["program"] == {"kind": "script", "target": str(work / "counter.py")}
+    assert rec["args"] == ["--flag"] and rec["cwd"] == str(work)
+    [only] = rec["runs"]
+    assert only["kind"] == "run" and only["outcome"] == "completed" and only["output_kept"]
+    assert only["command"] == ["portal-run", "counter.py", "--flag"]
+    log = (job / "output.log").read_bytes()
+    assert sorted(log.splitlines()) == sorted((python.stdout + python.stderr).splitlines())
+    assert os.stat(job).st_mode & 0o777 == 0o700
+    for name in ("job.json", "output.log", "job.lock"):
+        assert os.stat(job / name).st_mode & 0o777 == 0o600, name
+
+
+def test_merged_output_is_kept_in_order(work):
+    with open(work / "out.txt", "wb") as out:
+        r = subprocess.run([PORTAL_RUN, "counter.py"], cwd=work, stdout=out, stderr=subprocess.STDOUT,
+                           env=env_for(work))
+    assert r.returncode == 0
+    assert (only_job(work) / "output.log").read_bytes() == (work / "out.txt").read_bytes()
+
+
+def test_a_failing_run_is_a_failed_job(work):
+    (work / "fail.py").write_text("print('before')\nraise SystemExit(3)\n")
+    r = run([PORTAL_RUN, "fail.py"], work)
+    assert r.returncode == 3
+    rec = record(only_job(work))
+    assert rec["state"] == "failed" and rec["exit_status"] == 3
+    assert rec["runs"][0]["outcome"] == "failed"
+
+
+def test_suspension_and_resumption_are_logged_runs(work):
+    python = subprocess.run(["/usr/bin/python3", "counter.py"], cwd=work, capture_output=True)
+    first = run([PORTAL_RUN, "counter.py"], work, PORTAL_FAKE_OOM="counter.py:13@4")
+    assert first.returncode == 75, first.stderr
+    job = only_job(work)
+    rec = record(job)
+    assert rec["state"] == "suspended"
+    [suspended] = rec["runs"]
+    assert suspended["outcome"] == "suspended" and suspended["exit_status"] == 75
+    assert suspended["loop"] == f"{work / 'counter.py'}:8" and suspended["iteration"] == 4
+    assert suspended["checkpoint_bytes"] > 0 and suspended["expires_at"] == rec["expires_at"]
+    log_after_first = (job / "output.log").read_bytes()
+    assert b"portal: suspended: " in log_after_first
+
+    second = run([PORTAL, "resume", job.name[:10]], work)
+    assert second.returncode == 0, second.stderr
+    assert first.stdout + second.stdout == python.stdout
+    rec = record(job)
+    assert rec["state"] == "completed"
+    assert [r["kind"] for r in rec["runs"]] == ["run", "resume"]
+    assert [r["outcome"] for r in rec["runs"]] == ["suspended", "completed"]
+    assert rec["runs"][1]["command"][:3] == ["portal", "resume", job.name]
+    log = (job / "output.log").read_bytes()
+    assert log.startswith(log_after_first)
+    assert rec["runs"][1]["log_offset"] == len(log_after_first)
+    assert sorted(log[len(log_after_first):].splitlines()) == sorted((second.stdout + second.stderr).splitlines())
+
+
+def test_a_job_is_resumed_by_one_process_at_a_time(work):
+    first = run([PORTAL_RUN, "counter.py"], work, PORTAL_FAKE_OOM="counter.py:13@2")
+    assert first.returncode == 75, first.stderr
+    job = only_job(work)
+    go = work / "go"
+    resumer = subprocess.Popen([PORTAL, "resume", job.name], cwd=work, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, env=env_for(work, WAIT_AT="3", WAIT_FILE=str(go)))
+    try:
+        wait_for(lambda: record(job)["state"] == "running", "the resumed job to run")
+        second = run([PORTAL, "resume", job.name], work)
+        assert second.returncode == 1
+        message = second.stderr.decode()
+        assert message.startswith(f"portal: resume: job {job.name} is running (pid {resumer.pid}, "
+                                  f"portal resume {job.name}, since "), message
+        assert "one process runs a job at a time" in message
+    finally:
+        go.touch()
+        out, err = resumer.communicate(timeout=60)
+    assert resumer.returncode == 0, err
+    assert record(job)["state"] == "completed"
+    assert len(record(job)["runs"]) == 2  # the refused one did not count as a run
+
+
+def test_a_job_whose_supervisor_was_killed_is_lost(work):
+    go = work / "go"
+    p = subprocess.Popen([PORTAL_RUN, "counter.py"], cwd=work, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                         env=env_for(work, WAIT_AT="2", WAIT_FILE=str(go)), start_new_session=True)
+    try:
+        wait_for(lambda: (work.parent / "home" / "jobs").exists() and
+                 b"waiting" in (only_job(work) / "output.log").read_bytes(), "the program to start")
+        os.kill(p.pid, signal.SIGKILL)
+        p.wait()
+    finally:
+        os.killpg(p.pid, signal.SIGKILL)  # the interpreter, orphaned
+    job = only_job(work)
+    assert record(job)["state"] == "running"
+    r = run([PORTAL, "resume", job.name], work)
+    assert r.returncode == 1
+    assert r.stderr.decode() == (f"portal: resume: job {job.name} is lost, not suspended: "
+                                 f"there is nothing to resume\n")
+
+
+def test_an_expired_job_is_not_resumed_and_its_checkpoint_is_gone(work):
+    assert run([PORTAL_RUN, "counter.py"], work, PORTAL_FAKE_OOM="counter.py:13@2").returncode == 75
+    job = only_job(work)
+    rec = record(job)
+    rec["expires_at"] = "2020-01-02T03:04:05Z"
+    (job / "job.json").write_text(json.dumps(rec))
+    r = run([PORTAL, "resume", job.name], work)
+    assert r.returncode == 1
+    assert r.stderr.decode() == (f"portal: resume: job {job.name} expired at 2020-01-02T03:04:05Z: its "
+                                 f"checkpoint was kept 3 days and is deleted; there is nothing to resume\n")
+    rec = record(job)
+    assert rec["state"] == "expired" and rec["expired_at"] == "2020-01-02T03:04:05Z"
+    assert not [p.name for p in job.iterdir() if "checkpoint" in p.name]
+    assert (job / "output.log").exists()
+
+
+def test_a_refused_resume_leaves_the_job_suspended(work):
+    assert run([PORTAL_RUN, "counter.py"], work, PORTAL_FAKE_OOM="counter.py:13@2").returncode == 75
+    job = only_job(work)
+    with open(work / "counter.py", "a") as f:
+        f.write("# edited\n")
+    r = run([PORTAL, "resume", job.name], work)
+    assert r.returncode == 1, r.stderr
+    rec = record(job)
+    assert rec["state"] == "suspended"
+    assert [x["outcome"] for x in rec["runs"]] == ["suspended", "refused"]
