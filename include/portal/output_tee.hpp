@@ -1,11 +1,17 @@
 // output_tee.hpp: the program's output, kept for `portal logs`.
 //
 // What the program writes to stdout and stderr goes on to where it went before,
-// and is also appended to the job's output.log.  Only a stream that is not a
-// terminal is passed through a pipe: a program on a terminal keeps the terminal
-// itself (isatty, its size, line buffering, Ctrl-C), and that stream is not kept.
-// When stdout and stderr are the same file or pipe (2>&1), one pipe carries both,
-// so that their order is kept.
+// and is also appended to the job's output.log.  A stream on a file or pipe is
+// passed through a pipe; a stream on a terminal through a pseudo-terminal with
+// the real one's modes and size (kept in step on SIGWINCH) and output processing
+// off, so that the program still sees a terminal and the real one gets the same
+// bytes.  stdin is left alone: typing, Ctrl-C and job control reach the program
+// from the real terminal as before.  When stdout and stderr are the same file,
+// pipe or terminal (2>&1), one channel carries both, so that their order is kept.
+//
+// Differences a program can see: a file it writes to by stdout is a pipe to it
+// (not seekable), a terminal is another one (ttyname).  Output a background
+// grandchild writes after the program ended is lost (the channel closes).
 #pragma once
 
 #include <cstdint>
@@ -17,8 +23,7 @@ namespace portal {
 class OutputTee {
 public:
     // Opens `log` for appending (0600).  Nothing is passed through when neither
-    // stream can be kept (both on a terminal, or the log cannot be opened);
-    // `kept()` says so.
+    // stream is open or the log cannot be opened; `kept()` says so.
     explicit OutputTee(const std::filesystem::path& log);
     ~OutputTee();
     OutputTee(const OutputTee&) = delete;

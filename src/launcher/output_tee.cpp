@@ -1,10 +1,15 @@
 // output_tee.cpp: see include/portal/output_tee.hpp.
 #include "portal/output_tee.hpp"
 
+#include <atomic>
 #include <cerrno>
+#include <csignal>
+#include <cstdlib>
 #include <fcntl.h>
 #include <string>
+#include <sys/ioctl.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 
 namespace portal {
@@ -22,9 +27,44 @@ bool write_all(int fd, const char* p, std::size_t n) {
     return true;
 }
 
-// A stream worth passing through: open, and not a terminal.
-bool keepable(int fd, struct stat* st) {
-    return fstat(fd, st) == 0 && !isatty(fd);
+// The pseudo-terminals standing in for real ones, for SIGWINCH: {real, master}.
+std::atomic<int> g_winch_pairs[2][2] = {{{-1}, {-1}}, {{-1}, {-1}}};
+
+// The program's terminal was resized: so is its pseudo-terminal.  (The program
+// gets the SIGWINCH itself, from the real terminal, as under python.)
+void copy_window_size(int) {
+    const int saved = errno;
+    for (auto& pair : g_winch_pairs) {
+        struct winsize ws {};
+        if (pair[0] >= 0 && ioctl(pair[0], TIOCGWINSZ, &ws) == 0) {
+            ioctl(pair[1], TIOCSWINSZ, &ws);
+        }
+    }
+    errno = saved;
+}
+
+// A pseudo-terminal like the real terminal `real` (its modes and size), but with
+// output processing off: the program's bytes reach the real terminal, which does
+// its own (\n -> \r\n), unchanged, and the log gets them as written.
+bool open_pty_like(int real, int* master, int* slave) {
+    *master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+    if (*master < 0) return false;
+    char name[128];
+    if (grantpt(*master) != 0 || unlockpt(*master) != 0 || ptsname_r(*master, name, sizeof name) != 0 ||
+        (*slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC)) < 0) {
+        close(*master);
+        return false;
+    }
+    struct termios modes {};
+    if (tcgetattr(real, &modes) == 0) {
+        modes.c_oflag &= ~static_cast<tcflag_t>(OPOST);
+        tcsetattr(*slave, TCSANOW, &modes);
+    }
+    struct winsize ws {};
+    if (ioctl(real, TIOCGWINSZ, &ws) == 0) {
+        ioctl(*slave, TIOCSWINSZ, &ws);
+    }
+    return true;
 }
 
 }  // namespace
@@ -34,24 +74,52 @@ OutputTee::OutputTee(const std::filesystem::path& log) {
     if (log_fd_ < 0) {
         return;
     }
+    // Each stream: a pipe if it is a file or a pipe, a pseudo-terminal if it is a
+    // terminal (so that the program still sees one: isatty, its size, line
+    // buffering), nothing if it is closed.  Two streams on the same file, pipe or
+    // terminal share one, so that their order is kept.
     struct stat out {}, err {};
-    const bool keep_out = keepable(1, &out);
-    const bool keep_err = keepable(2, &err);
-    auto add = [&](std::vector<int> targets, int destination) {
+    const bool open_out = fstat(1, &out) == 0, open_err = fstat(2, &err) == 0;
+    const bool tty_out = open_out && isatty(1), tty_err = open_err && isatty(2);
+    auto add_pipe = [&](std::vector<int> targets, int destination) {
         int ends[2];
         if (pipe2(ends, O_CLOEXEC) != 0) return;
         pipes_.push_back(Pipe{ends[0], ends[1], std::move(targets), destination, true});
     };
-    const bool same = keep_out && keep_err && out.st_dev == err.st_dev && out.st_ino == err.st_ino;
+    auto add_pty = [&](std::vector<int> targets, int destination) {
+        int master = -1, slave = -1;
+        if (!open_pty_like(destination, &master, &slave)) return;
+        for (auto& pair : g_winch_pairs) {
+            if (pair[0] < 0) {
+                pair[1] = master;
+                pair[0] = destination;
+                break;
+            }
+        }
+        pipes_.push_back(Pipe{master, slave, std::move(targets), destination, true});
+    };
+    const bool same = open_out && open_err && out.st_dev == err.st_dev && out.st_ino == err.st_ino &&
+                      out.st_rdev == err.st_rdev;
     if (same) {
-        add({1, 2}, 1);
+        tty_out ? add_pty({1, 2}, 1) : add_pipe({1, 2}, 1);
     } else {
-        if (keep_out) add({1}, 1);
-        if (keep_err) add({2}, 2);
+        if (open_out) tty_out ? add_pty({1}, 1) : add_pipe({1}, 1);
+        if (open_err) tty_err ? add_pty({2}, 2) : add_pipe({2}, 2);
+    }
+    if (tty_out || tty_err) {
+        struct sigaction sa {};
+        sa.sa_handler = copy_window_size;
+        sa.sa_flags = SA_RESTART;
+        sigemptyset(&sa.sa_mask);
+        sigaction(SIGWINCH, &sa, nullptr);
     }
 }
 
 OutputTee::~OutputTee() {
+    for (auto& pair : g_winch_pairs) {
+        pair[0] = -1;
+        pair[1] = -1;
+    }
     for (Pipe& p : pipes_) {
         if (p.read_end >= 0) close(p.read_end);
         if (p.write_end >= 0) close(p.write_end);
@@ -93,7 +161,7 @@ bool OutputTee::pump(int fd) {
         if (n < 0 && errno == EAGAIN) {
             return true;
         }
-        if (n <= 0) {
+        if (n <= 0) {  // EOF; or EIO: a pseudo-terminal whose program side is closed
             p.open = false;
             return false;
         }

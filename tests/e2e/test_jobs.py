@@ -184,3 +184,37 @@ def test_a_refused_resume_leaves_the_job_suspended(work):
     rec = record(job)
     assert rec["state"] == "suspended"
     assert [x["outcome"] for x in rec["runs"]] == ["suspended", "refused"]
+
+
+def test_output_on_a_terminal_is_kept_and_the_program_still_sees_a_terminal(work):
+    import pty
+    import termios
+    import fcntl
+    import struct
+    (work / "tty.py").write_text(
+        "import os, sys\n"
+        "print('tty', sys.stdout.isatty(), sys.stderr.isatty(), os.get_terminal_size())\n"
+        "print('to stderr', file=sys.stderr)\n")
+    master, slave = os.openpty()
+    fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", 33, 99, 0, 0))
+    try:
+        p = subprocess.Popen([PORTAL_RUN, "tty.py"], cwd=work, stdin=slave, stdout=slave, stderr=slave,
+                             env=env_for(work), start_new_session=True)
+        os.close(slave)
+        seen = b""
+        while True:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: the terminal's last user closed it
+                break
+            if not chunk:
+                break
+            seen += chunk
+        assert p.wait(timeout=60) == 0
+    finally:
+        os.close(master)
+    expected = b"tty True True os.terminal_size(columns=99, lines=33)\nto stderr\n"
+    assert seen == expected.replace(b"\n", b"\r\n")  # the real terminal did its own \r\n
+    job = only_job(work)
+    assert (job / "output.log").read_bytes() == expected
+    assert record(job)["runs"][0]["output_kept"] is True
