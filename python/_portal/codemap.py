@@ -917,10 +917,33 @@ def for_iter_depth(code: types.CodeType, lasti: int) -> Optional[int]:
 # presence anywhere in co_names (globals, attributes, methods, imports) makes
 # every local live. Reads from other frames (a callee doing
 # sys._getframe(1).f_locals) cannot be seen here and are not accounted for.
-_INTROSPECTION = frozenset((
-    "locals", "vars", "dir", "eval", "exec", "_getframe", "currentframe",
-    "f_locals", "breakpoint", "set_trace",
-))
+# Builtins that read the calling frame's locals: they count only when the code
+# loads them by name (`model.eval()` is an attribute, not the builtin).
+_INTROSPECTION = frozenset(("locals", "vars", "dir", "eval", "exec", "breakpoint"))
+# Attributes that reach a frame (sys._getframe, inspect.currentframe, f_locals,
+# pdb.set_trace): any mention counts.
+_INTROSPECTION_ATTRS = frozenset(("_getframe", "currentframe", "f_locals", "set_trace"))
+
+
+def _may_introspect(info) -> bool:
+    """Whether the code may read its own locals by introspection."""
+    code = info.code
+    names = set(code.co_names)
+    if names & _INTROSPECTION_ATTRS:
+        return True
+    wanted = names & _INTROSPECTION
+    if not wanted:
+        return False
+    for ins in info.instrs:
+        if ins.opname == "LOAD_GLOBAL":
+            name = code.co_names[ins.arg >> 1]
+        elif ins.opname == "LOAD_NAME":
+            name = code.co_names[ins.arg]
+        else:
+            continue
+        if name in wanted:
+            return True
+    return False
 
 
 def slot_names(code: types.CodeType) -> List[str]:
@@ -950,7 +973,7 @@ class _Live:
             if nm not in cells and i < code.co_nlocals:
                 self.tracked |= 1 << i
         self.always = 0
-        self.everything = bool(_INTROSPECTION & set(code.co_names))
+        self.everything = _may_introspect(info)
         if "super" in code.co_names and code.co_nlocals:
             # zero-argument super() reads localsplus[0] from the frame
             self.always |= 1 << 0

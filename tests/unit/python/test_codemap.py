@@ -1056,6 +1056,17 @@ def introspects(xs):
             __portal_rescue__(@e)
             raise
 
+def attribute_named_eval(model, xs):
+    old = 1
+    for x in xs:  # loop:h
+        try:
+            old = x
+            model.eval()
+            model.exec = model.dir
+        except Exception:
+            __portal_rescue__(@h)
+            raise
+
 def getframe(xs):
     import sys
     old = 1
@@ -1103,6 +1114,8 @@ def test_liveness_known(live_src):
     assert "cell" not in dead and {"xs", "f"} <= dead      # cells always kept
     code, off = body(co, lines, "introspects", "e")
     assert cm.dead_locals_at(code, off) == set()
+    code, off = body(co, lines, "attribute_named_eval", "h")
+    assert cm.dead_locals_at(code, off) == {"old", "xs"}   # model.eval() is not eval()
     code, off = body(co, lines, "getframe", "f")
     assert cm.dead_locals_at(code, off) == set()
     code, off = body(co, lines, "method", "g")
