@@ -120,6 +120,13 @@ class Unsaveable(Exception):
         return f"{self.path} ({self.type_name}): {self.reason}"
 
 
+class DeclineLoop(Exception):
+    """Raised by a reducer when the state at this loop cannot be saved faithfully
+    but the state of an outer loop may be (a tensor whose autograd graph could
+    still be back-propagated: autograd.py).  The pickler re-raises it with the
+    object's path in front: ``PATH (TYPE): REASON``."""
+
+
 class _Refuse(Exception):
     """Raised by a reducer for an object it knows cannot be saved faithfully."""
 
@@ -590,15 +597,21 @@ class Pickler(pickle.Pickler):
             if isinstance(exc, RecursionError):
                 raise self.find_unsaveable({}, exc) from exc
             raise
+        except DeclineLoop as exc:
+            found = self.find_unsaveable(self._roots_for_errors(state, roots), exc)
+            raise DeclineLoop(str(found)) from exc
         except Exception as exc:
             if exc is getattr(self._out, "error", None):
                 raise               # the output file failed (ENOSPC ...), not an object
-            roots = dict(roots) if roots is not None else {"state": state}
-            for name in self._fill_order():         # globals are saved too
-                prefix = "" if name == "__main__" else f"{name}."
-                for key, value in list(self.modules[name].__dict__.items()):
-                    roots.setdefault(f"global '{prefix}{key}'", value)
-            raise self.find_unsaveable(roots, exc) from exc
+            raise self.find_unsaveable(self._roots_for_errors(state, roots), exc) from exc
+
+    def _roots_for_errors(self, state, roots):
+        roots = dict(roots) if roots is not None else {"state": state}
+        for name in self._fill_order():         # globals are saved too
+            prefix = "" if name == "__main__" else f"{name}."
+            for key, value in list(self.modules[name].__dict__.items()):
+                roots.setdefault(f"global '{prefix}{key}'", value)
+        return roots
 
     def _fill_order(self):
         order = [n for n in reversed(list(sys.modules)) if n in self.modules
@@ -1017,16 +1030,20 @@ class Pickler(pickle.Pickler):
                 getattr(t, "is_meta", False):
             return NotImplemented
         if t.grad_fn is not None:
-            raise _Refuse(f"tensor is part of a live autograd graph "
-                          f"(grad_fn={type(t.grad_fn).__name__})")
+            from _portal import autograd
+            if autograd.graph_state(t) == "live":
+                raise DeclineLoop(f"a tensor in a live autograd graph (grad_fn={type(t.grad_fn).__name__}): "
+                                  f"it could still be back-propagated, and saving it would cut its graph")
+            autograd.CUT.append(t)       # saved as a leaf; the suspend message names it
         storage = t.storage().untyped()
         key = storage._cdata
         wrapper = self._storages.get(key)
         if wrapper is None:
             wrapper = self._storages[key] = _TorchStorage(storage)
         state = None
-        if t.grad is not None or t.__dict__:
-            state = (t.grad, dict(t.__dict__) or None)
+        grad = t.grad if t.is_leaf else None   # .grad of a non-leaf warns, and is None
+        if grad is not None or t.__dict__:
+            state = (grad, dict(t.__dict__) or None)
         return (_rb_tensor, (wrapper, t.dtype, t.storage_offset(), tuple(t.shape),
                              t.stride(), t.requires_grad),
                 state, None, None, _set_tensor_state)

@@ -102,10 +102,14 @@ def _error_roots(state):
     roots = {}
     for name, value in state.main.items():
         roots[f"global {name!r}"] = value
+    from _portal import codemap
     for fs in state.frames:
+        names = codemap.slot_names(fs.function.__code__) if fs.function is not None else []
         for i, value in enumerate(fs.locals):
-            roots[f"local {i} of {fs.name}() at {fs.filename}:{fs.line}"] = value
+            name = repr(names[i]) if i < len(names) else str(i)
+            roots[f"local {name} of {fs.name}() at {fs.filename}:{fs.line}"] = value
         for i, value in enumerate(fs.stack):
+            # a for loop's iterator, a with statement's __exit__, an operand ...
             roots[f"stack item {i} of {fs.name}() at {fs.filename}:{fs.line}"] = value
     return roots
 
@@ -192,7 +196,8 @@ def rescue(runtime, loop_frame, loop_line, exc):
         "sources": runtime.registry.sources(),
         "runtime": runtime.context(),
     }
-    from _portal import checkpoint, plugins
+    from _portal import autograd, checkpoint, plugins
+    from _portal.reducers import DeclineLoop
     exact, inherited = plugins.reducers()
 
     def write():
@@ -205,7 +210,11 @@ def rescue(runtime, loop_frame, loop_line, exc):
     # a second failure ends the job: the error goes on as without Portal, and the
     # capture's message says why it was not rescued.
     try:
+        del autograd.CUT[:]
         info = write()
+    except DeclineLoop as d:
+        # Not this loop: the error goes on to the next loop out, which may be saved.
+        return _decline(runtime, exc, f"its state holds {d}")
     except Exception as first:
         import gc
         gc.collect()
@@ -228,10 +237,34 @@ def rescue(runtime, loop_frame, loop_line, exc):
                       checkpoint_bytes=info.total_bytes, error=error_text,
                       error_at=f"{error_at.filename}:{error_at.lineno}" if error_at else None,
                       loop=f"{loop.filename}:{loop.line}", iteration=loop.iteration)
-    _report_and_exit(job, error_text, error_at, loop, info.total_bytes, expires)
+    cut = _names_of(autograd.CUT, _error_roots(state))
+    del autograd.CUT[:]
+    _report_and_exit(job, error_text, error_at, loop, info.total_bytes, expires, cut)
 
 
-def _report_and_exit(job, error_text, error_at, loop, size, expires):
+def _names_of(objects, roots):
+    """Where the objects are in the state: a root itself, or an item of a tuple,
+    list or dict root; "a tensor inside X" failing that."""
+    wanted = {id(o) for o in objects}
+    names = []
+    for root, value in roots.items():
+        if id(value) in wanted:
+            names.append(root)
+            wanted.discard(id(value))
+        elif isinstance(value, (tuple, list)):
+            for i, item in enumerate(value):
+                if id(item) in wanted:
+                    names.append(f"{root}[{i}]")
+                    wanted.discard(id(item))
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                if id(item) in wanted:
+                    names.append(f"{root}[{key!r}]")
+                    wanted.discard(id(item))
+    return names + [f"{len(wanted)} more, inside other objects"] * bool(wanted)
+
+
+def _report_and_exit(job, error_text, error_at, loop, size, expires, cut=()):
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -242,6 +275,9 @@ def _report_and_exit(job, error_text, error_at, loop, size, expires):
     _say("suspended", f"{error_text}{at}")
     _say("suspended", f"will continue from the loop at {loop.filename}:{loop.line} in {loop.function}()"
                       f"{iteration}; that iteration runs again from its start")
+    if cut:
+        _say("suspended", "saved as plain tensors, their autograd graph already used by backward(): " +
+                          ", ".join(cut))
     _say("suspended", f"job {job.id}, checkpoint {_human_size(size)} in {job.dir}, "
                       f"kept until {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(expires))} (3 days)")
     _say("suspended", f"resume it on a machine with more memory: portal resume {job.id} --mem {_suggested_mem_gib()}")
