@@ -1,0 +1,109 @@
+"""Training scripts written the way people write them (training/), each suspended
+at a chosen step by an out-of-memory error - the fake of each kind (`torch`,
+`cuda`, `cpu`) and a real one under `portal-run --mem` - resumed by `portal
+resume` in a new process, and compared with an uninterrupted python3 run: the
+printed loss curve and the digest of the final state_dict (every tensor's bytes)
+must be identical."""
+import functools
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+HERE = Path(__file__).parent / "training"
+PORTAL_RUN = os.environ.get("PORTAL_RUN") or shutil.which("portal-run")
+PORTAL = os.environ.get("PORTAL") or str(Path(PORTAL_RUN).with_name("portal"))
+PYTHON = "/usr/bin/python3"
+
+
+@functools.lru_cache(maxsize=None)
+def python_output(script, tmp_root):
+    work = Path(tmp_root) / f"python-{script}"
+    shutil.copytree(HERE, work)
+    r = subprocess.run([PYTHON, script], cwd=work, capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.fixture
+def work(tmp_path):
+    shutil.copytree(HERE, tmp_path / "work")
+    return tmp_path / "work"
+
+
+def env_for(work, **extra):
+    env = dict(os.environ, PORTAL_HOME=str(work.parent / "home"), **extra)
+    for name in ("PORTAL_POLICY", "PORTAL_FAKE_OOM"):
+        env.pop(name, None)
+    env.update(extra)
+    return env
+
+
+def suspend_and_resume(work, script, run_options=(), resume_options=(), **env):
+    first = subprocess.run([PORTAL_RUN, *run_options, script], cwd=work, capture_output=True,
+                           env=env_for(work, **env), timeout=300)
+    assert first.returncode == 75, first.stderr.decode()
+    [job] = [p.name for p in (work.parent / "home" / "jobs").iterdir()]
+    second = subprocess.run([PORTAL, "resume", job, *resume_options], cwd=work, capture_output=True,
+                            env=env_for(work), timeout=300)
+    assert second.returncode == 0, second.stderr.decode()
+    return first, second
+
+
+CASES = [
+    # script, fake OOM spec (the step's statement that fails), kind
+    ("cnn_train.py", "cnn_train.py:30@7", "torch"),
+    ("cnn_train.py", "cnn_train.py:31@12", "cuda"),   # in backward()
+    ("cnn_train.py", "cnn_train.py:30@23", "cpu"),    # second epoch, after a user torch.save
+    ("lstm_tbptt.py", "lstm_tbptt.py:32@20", "torch"),
+    ("while_true.py", "while_true.py:20@25", "cpu"),
+    ("layers_loop.py", "layers_loop.py:17@30", "torch"),  # inside forward(): resumed at the outer loop
+]
+
+
+@pytest.mark.parametrize("script,spec,kind", CASES, ids=[f"{c[0][:-3]}-{c[2]}-{c[1].split(':')[1]}" for c in CASES])
+def test_suspended_training_resumes_bit_for_bit(work, tmp_path_factory, script, spec, kind):
+    expected = python_output(script, str(tmp_path_factory.getbasetemp()))
+    first, second = suspend_and_resume(work, script, PORTAL_FAKE_OOM=f"{spec}={kind}")
+    assert first.stdout + second.stdout == expected
+    assert b"weights " in expected
+
+
+def test_the_loop_inside_forward_is_not_the_resume_point(work):
+    first = subprocess.run([PORTAL_RUN, "layers_loop.py"], cwd=work, capture_output=True,
+                           env=env_for(work, PORTAL_FAKE_OOM="layers_loop.py:17@30"), timeout=300)
+    assert first.returncode == 75
+    text = first.stderr.decode()
+    assert f"will continue from the loop at {work / 'layers_loop.py'}:25 in <module>(), iteration 8;" in text, text
+
+
+def test_a_consumed_graph_is_saved_as_values_and_named(work):
+    first = subprocess.run([PORTAL_RUN, "lstm_tbptt.py"], cwd=work, capture_output=True,
+                           env=env_for(work, PORTAL_FAKE_OOM="lstm_tbptt.py:32@20"), timeout=300)
+    assert first.returncode == 75
+    assert ("portal: suspended: saved as plain tensors, their autograd graph already used by backward(): "
+            "global 'logits', global 'loss'\n") in first.stderr.decode()
+
+
+def test_a_live_graph_across_iterations_is_never_cut(work):
+    python = subprocess.run([PYTHON, "live_sum.py"], cwd=work, capture_output=True,
+                            env=env_for(work, PORTAL_FAKE_OOM="live_sum.py:11@5"))
+    r = subprocess.run([PORTAL_RUN, "live_sum.py"], cwd=work, capture_output=True,
+                       env=env_for(work, PORTAL_FAKE_OOM="live_sum.py:11@5"), timeout=300)
+    assert r.returncode == 1
+    lines = r.stderr.decode().splitlines()
+    assert lines[-2] == "MemoryError"
+    assert lines[-1] == ("portal: not rescued: its state holds global 'total' (torch.Tensor): a tensor in "
+                         "a live autograd graph (grad_fn=AddBackward0): it could still be back-propagated, "
+                         "and saving it would cut its graph")
+    assert python.returncode == 0  # python never saw the fake; the real run had nothing to fail
+
+
+def test_a_real_out_of_memory_error_in_training(work, tmp_path_factory):
+    expected = python_output("while_true.py", str(tmp_path_factory.getbasetemp()))
+    first, second = suspend_and_resume(work, "while_true.py", run_options=("--mem", "2G"),
+                                       resume_options=("--mem", "8G"), BIG_AT="33")
+    assert b"DefaultCPUAllocator: can't allocate memory" in first.stderr
+    assert first.stdout + second.stdout == expected
