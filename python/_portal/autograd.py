@@ -25,12 +25,14 @@ def graph_state(tensor):
     node = getattr(tensor, "grad_fn", None)
     if node is None:
         return "leaf"
-    seen, todo = set(), [node]
+    # Keyed by id, holding the node: each access to next_functions makes new
+    # Python objects for the nodes, and a freed one's id would be reused.
+    seen, todo = {}, [node]
     while todo and len(seen) < _MAX_NODES:
         node = todo.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         for name in dir(node):
             if name.startswith("_saved_"):
                 try:
