@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # demo.sh: the main job from nothing: set up, build, install, then run the example
-# training loop under portal-run, make it run out of memory at step 12 (the
-# PORTAL_FAKE_OOM fixture), resume it in a new process, and check the result is
-# that of a run that never failed.
+# training loop under `portal-run --mem 2G`, where it really runs out of memory (its
+# workspace grows each step), resume it in a new process with `portal resume JOB
+# --mem 4`, and check the result is that of a run that never failed.
 set -euo pipefail
 
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -12,22 +12,21 @@ example="$here/examples/train_loop.py"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export PORTAL_HOME="$work/portal-home"
-line=$(grep -n "grad = " "$example" | cut -d: -f1)
 
 echo "== python3 examples/train_loop.py (reference)"
 /usr/bin/python3 "$example" | tee "$work/reference.txt" | tail -3
 
-echo "== portal-run examples/train_loop.py, out of memory at step 12"
+echo "== portal-run --mem 2G examples/train_loop.py (runs out of memory on the way)"
 set +e
-PORTAL_FAKE_OOM="train_loop.py:$line@13" portal-run "$example" >"$work/run.txt" 2>"$work/suspend.txt"
+portal-run --mem 2G "$example" >"$work/run.txt" 2>"$work/suspend.txt"
 status=$?
 set -e
 cat "$work/suspend.txt"
 [ "$status" -eq 75 ] || { echo "demo: expected exit status 75 (suspended), got $status" >&2; exit 1; }
 job=$(sed -n 's/.*portal resume \([^ ]*\).*/\1/p' "$work/suspend.txt" | head -n1)
 
-echo "== portal resume $job"
-portal resume "$job" >>"$work/run.txt"
+echo "== portal resume $job --mem 4"
+portal resume "$job" --mem 4 >>"$work/run.txt"
 tail -3 "$work/run.txt"
 
 if cmp -s "$work/reference.txt" "$work/run.txt"; then
