@@ -47,6 +47,7 @@ naming either the previous complete checkpoint or the new complete one; leftover
 the next write.  One writer per NAME at a time.
 """
 import datetime
+import errno
 import hashlib
 import importlib.util
 import io
@@ -56,12 +57,14 @@ import os
 import platform
 import re
 import shutil
+import stat
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from . import reducers as _reducers
+from . import signing
 from .codeindex import REGISTRY, CodeChanged, sha256_hex
 
 __all__ = ["write_checkpoint", "read_checkpoint", "CheckpointInfo", "CheckpointError",
@@ -82,7 +85,7 @@ ALIGN = 4096
 PACK_BYTES = 256 << 20        # start a new pack file past this size
 IO_CHUNK = 64 << 20           # bytes per write(2) / hash update
 RESERVED = ("format_version", "format", "portal_version", "python", "created", "files",
-            "buffers", "total_bytes")
+            "buffers", "total_bytes", "hmac")
 PYTHON_MAGIC = importlib.util.MAGIC_NUMBER.hex()
 
 _write = os.write             # tests replace it to simulate a full disk
@@ -148,7 +151,15 @@ def _fsync_dir(path):
 
 
 def _create(path):
-    return os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o644)
+    """A new file, 0600 whatever the umask: a checkpoint is code (docs/security.md)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    os.fchmod(fd, 0o600)
+    return fd
+
+
+def _mkdir_private(path):
+    os.mkdir(path, 0o700)
+    os.chmod(path, 0o700)
 
 
 def _layout(views):
@@ -196,7 +207,7 @@ def _write_blobs(directory, views):
     files, table = _layout(views)
     if not files:
         return {}, table
-    os.mkdir(os.path.join(directory, BLOBS))
+    _mkdir_private(os.path.join(directory, BLOBS))
     workers = max(1, min(len(files), (os.cpu_count() or 2)))
     records = {}
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="portal-hash") as pool:
@@ -271,7 +282,7 @@ def _check_name(name):
 
 def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fields=None,
                      *, registry=None, modules=None, user_module_names=(), reducers=None,
-                     subclass_reducers=None):
+                     subclass_reducers=None, key=None):
     """Write ``state`` as checkpoint ``parent_dir/name`` and commit it atomically.
 
     roots_for_errors  {description: object} for the message of ``Unsaveable``
@@ -280,6 +291,9 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
                       defaults to every file of the code registry
     registry, modules, user_module_names, reducers, subclass_reducers
                       passed to reducers.Pickler
+    key               the key that signs the manifest (default: the user's,
+                      signing.load_or_create_key(); a bad key is refused with
+                      ``signing.SigningKeyError`` before anything is written)
 
     Returns ``CheckpointInfo(path, total_bytes, manifest)``.  On any failure
     (``reducers.Unsaveable``, ``OSError`` such as ENOSPC, ``MemoryError`` ...) the
@@ -294,7 +308,9 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
     if "sources" not in fields:
         fields["sources"] = (registry or REGISTRY).sources()
     parent = os.path.abspath(parent_dir)
-    os.makedirs(parent, exist_ok=True)
+    key = signing.load_or_create_key() if key is None else key
+    if not os.path.isdir(parent):
+        signing.make_private_dir(parent)
     link = os.path.join(parent, name)
     if os.path.exists(link) and not os.path.islink(link):
         raise CheckpointError(f"checkpoint: {link}: exists and is not a checkpoint link")
@@ -335,7 +351,7 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
         manifest["buffers"] = table
         data_bytes = sum(f["size"] for f in files.values())
         manifest["total_bytes"] = 0
-        text = _manifest_text(manifest, data_bytes)
+        text = _manifest_text(manifest, data_bytes, key)
         manifest = json.loads(text)
         fd = _create(os.path.join(tmp, MANIFEST))
         try:
@@ -377,17 +393,43 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
     return CheckpointInfo(link, manifest["total_bytes"], manifest)
 
 
-def _manifest_text(manifest, data_bytes):
-    """JSON text whose "total_bytes" counts the manifest's own size too."""
+def _signed_part(manifest):
+    """The signed bytes of the manifest's text: its JSON (indent 1) up to, not
+    including, the closing "\\n}" (docs/checkpoint-format.md, "Signature")."""
+    body = json.dumps(manifest, indent=1, ensure_ascii=False)
+    assert body.endswith("\n}")
+    return body[:-2]
+
+
+def _signature_tail(mac):
+    return f',\n "hmac": "{mac}"\n}}\n'
+
+
+# What a signed manifest ends with; the HMAC covers every byte before it.
+_TAIL = re.compile(rb',\n "hmac": "([0-9a-f]{64})"\n}\n\Z')
+
+
+def _manifest_text(manifest, data_bytes, key):
+    """The signed JSON text, whose "total_bytes" counts the manifest's own size too
+    (the signature has a fixed length)."""
     total = data_bytes
+    tail = len(_signature_tail("0" * 64))
     for _ in range(4):
         manifest["total_bytes"] = total
-        text = json.dumps(manifest, indent=1, ensure_ascii=False) + "\n"
-        new_total = data_bytes + len(text.encode("utf-8"))
+        signed = _signed_part(manifest)
+        new_total = data_bytes + len(signed.encode("utf-8")) + tail
         if new_total == total:
             break
         total = new_total
-    return text
+    return signed + _signature_tail(signing.sign(key, signed.encode("utf-8")))
+
+
+def signed_manifest_text(manifest, key):
+    """The text of ``manifest`` (any "hmac" in it dropped) signed with ``key``, as
+    the writer lays it out (total_bytes is left as it is)."""
+    manifest = {k: v for k, v in manifest.items() if k != "hmac"}
+    signed = _signed_part(manifest)
+    return signed + _signature_tail(signing.sign(key, signed.encode("utf-8")))
 
 
 # ---------------------------------------------------------------------------
@@ -397,15 +439,99 @@ def _fail(message):
     raise CheckpointError(message)
 
 
-def _read_manifest(directory):
-    path = os.path.join(directory, MANIFEST)
+# Trust (docs/security.md): a checkpoint is code, so before anything of it is used,
+# every directory and file of it must be the user's own and writable by nobody
+# else, and the manifest's HMAC must have been made with the user's key.  The
+# manifest lists every other file's size and sha256, so the HMAC covers them all.
+
+def trust_problem(label, st):
+    """Why a file or directory (``os.stat_result`` st) cannot be trusted, or None."""
+    uid = signing.euid()
+    if st.st_uid != uid:
+        return (f"{label}: is owned by uid {st.st_uid}, not by you (uid {uid}); "
+                f"it is not trusted")
+    if st.st_mode & 0o022:
+        who = {0o020: "your group", 0o002: "others", 0o022: "your group and others"}
+        return (f"{label}: is writable by {who[st.st_mode & 0o022]} (mode "
+                f"{stat.S_IMODE(st.st_mode):04o}); it is not trusted (if only you ever "
+                f"had access: chmod go-w {label})")
+    return None
+
+
+def _check_trusted(label, st):
+    problem = trust_problem(label, st)
+    if problem:
+        _fail(f"checkpoint: {problem}")
+
+
+def locate(path):
+    """The generation directory of the checkpoint ``path`` (its link, or a
+    generation directory), once what leads to it is the user's own: the link and
+    the directory holding it (whoever can write there can swap the link), and the
+    generation directory."""
+    link = os.path.abspath(path)
     try:
-        with open(path, "rb") as f:
-            raw = f.read()
+        st = os.lstat(link)
     except FileNotFoundError:
-        _fail(f"checkpoint: {MANIFEST}: missing (not a checkpoint, or an incomplete one)")
+        _fail(f"checkpoint: {path}: no such checkpoint")
     except OSError as exc:
-        _fail(f"checkpoint: {MANIFEST}: cannot be read ({str(exc.strerror or exc).lower()})")
+        _fail(f"checkpoint: {path}: cannot be read ({str(exc.strerror or exc).lower()})")
+    if stat.S_ISLNK(st.st_mode):
+        parent = os.path.dirname(link)
+        _check_trusted(parent, os.stat(parent))
+        if st.st_uid != signing.euid():
+            _fail(f"checkpoint: {link}: is owned by uid {st.st_uid}, not by you (uid "
+                  f"{signing.euid()}); it is not trusted")
+    directory = os.path.realpath(link)
+    try:
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        _fail(f"checkpoint: {path}: no such checkpoint")
+    if not stat.S_ISDIR(st.st_mode):
+        _fail(f"checkpoint: {path}: no such checkpoint (not a directory)")
+    _check_trusted(directory, st)
+    return directory
+
+
+def _open_trusted(directory, rel, missing):
+    """(fd, size) of the regular file ``rel`` of the checkpoint, once it is trusted."""
+    path = os.path.join(directory, rel)
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        _fail(f"checkpoint: {rel}: {missing}")
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            _fail(f"checkpoint: {rel}: is a symbolic link; it is not trusted")
+        _fail(f"checkpoint: {rel}: cannot be opened ({str(exc.strerror or exc).lower()})")
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            _fail(f"checkpoint: {rel}: is not a regular file")
+        _check_trusted(rel, st)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st.st_size
+
+
+def read_manifest_bytes(directory):
+    """The raw text of the manifest of generation ``directory``, once trusted."""
+    fd, _ = _open_trusted(directory, MANIFEST, "missing (not a checkpoint, or an incomplete one)")
+    chunks = []
+    try:
+        while True:
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                break
+            chunks.append(chunk)
+    finally:
+        os.close(fd)
+    return b"".join(chunks)
+
+
+def parse_manifest(raw):
+    """The manifest's JSON object (not yet checked, not yet trusted)."""
     try:
         manifest = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
@@ -415,6 +541,36 @@ def _read_manifest(directory):
               f"column {exc.colno})")
     if not isinstance(manifest, dict):
         _fail(f"checkpoint: {MANIFEST}: corrupted (not a json object)")
+    return manifest
+
+
+def check_signature(raw, key=None):
+    """Refuse a manifest whose HMAC is missing or not made with ``key`` (default:
+    the user's key).  ``raw`` is the manifest file's bytes."""
+    m = _TAIL.search(raw)
+    if m is None:
+        if b'"hmac"' in raw:
+            _fail(f"checkpoint: {MANIFEST}: its signature (hmac) is malformed or misplaced: "
+                  f"the manifest was edited")
+        _fail(f"checkpoint: {MANIFEST}: carries no signature (hmac): it was not made by "
+              f"you with this portal, or it was edited")
+    if key is None:
+        try:
+            key = signing.load_key()
+        except signing.SigningKeyError as exc:
+            _fail(f"checkpoint: cannot be verified: {exc}")
+        if key is None:
+            _fail(f"checkpoint: cannot be verified: you have no key ({signing.key_path()} "
+                  f"is missing), so it was not made by you")
+    if not signing.verify(key, raw[:m.start()], m.group(1).decode("ascii")):
+        _fail(f"checkpoint: {MANIFEST}: its signature (hmac) is wrong: it was not made "
+              f"by you (another key), or it was edited since")
+
+
+def _read_manifest(directory, key=None):
+    raw = read_manifest_bytes(directory)
+    manifest = parse_manifest(raw)
+    check_signature(raw, key)
     return manifest
 
 
@@ -459,15 +615,8 @@ class _Opened:
 
     def __init__(self, directory, rel, record, use_mmap):
         self.rel = rel
-        path = os.path.join(directory, rel)
+        fd, size = _open_trusted(directory, rel, "missing")
         try:
-            fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            _fail(f"checkpoint: {rel}: missing")
-        except OSError as exc:
-            _fail(f"checkpoint: {rel}: cannot be opened ({str(exc.strerror or exc).lower()})")
-        try:
-            size = os.fstat(fd).st_size
             want = record["size"]
             if size != want:
                 why = "truncated" if size < want else "larger than recorded"
@@ -520,18 +669,32 @@ def _verify_sources(manifest):
                                 f"(sha256 {actual[:12]}..., saved {str(sha)[:12]}...)")
 
 
-def read_manifest(path):
-    """The manifest of checkpoint ``path`` (the link or a generation), checked."""
-    manifest = _read_manifest(os.path.realpath(path))
+def read_manifest(path, *, key=None):
+    """The manifest of checkpoint ``path`` (the link or a generation), trusted
+    (owner, modes, HMAC) and checked (format, version, interpreter)."""
+    manifest = _read_manifest(locate(path), key)
     check_manifest(manifest)
     return manifest
 
 
+def _check_subdirectories(directory, records):
+    for sub in sorted({os.path.dirname(rel) for rel in records} - {""}):
+        try:
+            st = os.lstat(os.path.join(directory, sub))
+        except FileNotFoundError:
+            _fail(f"checkpoint: {sub}/: missing")
+        if not stat.S_ISDIR(st.st_mode):
+            _fail(f"checkpoint: {sub}/: is not a directory")
+        _check_trusted(sub + "/", st)
+
+
 def read_checkpoint(path, recompiler, *, main_module=None, check_sources=True,
-                    use_mmap=True):
+                    use_mmap=True, key=None):
     """(manifest, state) of the checkpoint at ``path``.
 
-    Checks the format name and version, then the size and sha256 of every file,
+    Checks that every directory and file of it is the user's and writable by
+    nobody else, the manifest's HMAC (made with ``key``, default the user's key),
+    the format name and version, then the size and sha256 of every file,
     then (``check_sources``) the sources recorded in the manifest, all before
     unpickling anything.  The out-of-band buffers are private copy-on-write
     mappings of the pack files (read into memory where mmap fails): arrays are
@@ -540,12 +703,11 @@ def read_checkpoint(path, recompiler, *, main_module=None, check_sources=True,
     and registered in ``sys.modules``.  Every error is a ``CheckpointError``
     (``SourceChanged`` for a changed source), except ``MemoryError``.
     """
-    directory = os.path.realpath(path)
-    if not os.path.isdir(directory):
-        _fail(f"checkpoint: {path}: no such checkpoint")
-    manifest = _read_manifest(directory)
+    directory = locate(path)
+    manifest = _read_manifest(directory, key)
     check_manifest(manifest)
     records = manifest["files"]
+    _check_subdirectories(directory, records)
     opened = {rel: _Opened(directory, rel, rec, use_mmap) for rel, rec in records.items()}
     workers = max(1, min(len(opened), os.cpu_count() or 2))
     with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="portal-verify") as pool:

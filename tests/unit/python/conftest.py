@@ -12,3 +12,17 @@ import pytest
 @pytest.fixture(autouse=True, scope="session")
 def _only_debian_python():
     assert sys.version_info[:2] == (3, 11), "run the tests with /usr/bin/python3"
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_portal_home(tmp_path_factory):
+    """Checkpoints are signed with the key in $PORTAL_HOME (signing.py): the tests,
+    and the writers they start, use a key of their own, never the user's."""
+    import os
+    saved = os.environ.get("PORTAL_HOME")
+    os.environ["PORTAL_HOME"] = str(tmp_path_factory.mktemp("portal-home"))
+    yield
+    if saved is None:
+        os.environ.pop("PORTAL_HOME", None)
+    else:
+        os.environ["PORTAL_HOME"] = saved

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import _portal
-from _portal import checkpoint
+from _portal import checkpoint, signing
 from _portal.checkpoint import CheckpointError, SourceChanged, read_checkpoint, write_checkpoint
 from _portal.codeindex import CodeChanged, CodeRegistry, Recompiler
 from _portal.reducers import Unsaveable
@@ -154,16 +154,20 @@ def test_reserved_and_unknown_fields(program):
     path = os.path.join(os.path.realpath(info.path), "manifest.json")
     manifest = json.load(open(path))
     manifest["some_future_field"] = {"nested": [1, 2]}
-    json.dump(manifest, open(path, "w"))
+    _write_signed(path, manifest)          # as a later writer would, with your key
     assert read(info.path)[1] == {"x": 1}
+
+
+def _write_signed(path, manifest):
+    with open(path, "w") as f:
+        f.write(checkpoint.signed_manifest_text(manifest, signing.load_key()))
 
 
 def _edit_manifest(info, **changes):
     path = os.path.join(os.path.realpath(info.path), "manifest.json")
     manifest = json.load(open(path))
     manifest.update(changes)
-    with open(path, "w") as f:
-        json.dump(manifest, f)
+    _write_signed(path, manifest)
 
 
 def test_refuses_unknown_format_and_version(program):
@@ -292,7 +296,7 @@ def _raise_memory_error(obj):
 def test_enospc_on_a_tiny_filesystem(program, tmp_path):
     mnt = tmp_path / "tiny"
     mnt.mkdir()
-    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m", "tmpfs", str(mnt)],
+    r = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=2m,mode=0700", "tmpfs", str(mnt)],
                        capture_output=True)
     if r.returncode != 0:
         pytest.skip("cannot mount a tmpfs here (the monkeypatched ENOSPC test covers it)")
