@@ -493,7 +493,7 @@ def locate(path):
     return directory
 
 
-def _open_trusted(directory, rel, missing):
+def open_trusted(directory, rel, missing):
     """(fd, size) of the regular file ``rel`` of the checkpoint, once it is trusted."""
     path = os.path.join(directory, rel)
     try:
@@ -517,7 +517,7 @@ def _open_trusted(directory, rel, missing):
 
 def read_manifest_bytes(directory):
     """The raw text of the manifest of generation ``directory``, once trusted."""
-    fd, _ = _open_trusted(directory, MANIFEST, "missing (not a checkpoint, or an incomplete one)")
+    fd, _ = open_trusted(directory, MANIFEST, "missing (not a checkpoint, or an incomplete one)")
     chunks = []
     try:
         while True:
@@ -544,27 +544,36 @@ def parse_manifest(raw):
     return manifest
 
 
-def check_signature(raw, key=None):
-    """Refuse a manifest whose HMAC is missing or not made with ``key`` (default:
-    the user's key).  ``raw`` is the manifest file's bytes."""
+def signature_status(raw, key=None):
+    """("valid" | "missing" | "malformed" | "no-key" | "wrong", message or None) of the
+    manifest file's bytes ``raw`` against ``key`` (default: the user's key)."""
     m = _TAIL.search(raw)
     if m is None:
         if b'"hmac"' in raw:
-            _fail(f"checkpoint: {MANIFEST}: its signature (hmac) is malformed or misplaced: "
-                  f"the manifest was edited")
-        _fail(f"checkpoint: {MANIFEST}: carries no signature (hmac): it was not made by "
-              f"you with this portal, or it was edited")
+            return "malformed", (f"checkpoint: {MANIFEST}: its signature (hmac) is malformed "
+                                 f"or misplaced: the manifest was edited")
+        return "missing", (f"checkpoint: {MANIFEST}: carries no signature (hmac): it was not "
+                           f"made by you with this portal, or it was edited")
     if key is None:
         try:
             key = signing.load_key()
         except signing.SigningKeyError as exc:
-            _fail(f"checkpoint: cannot be verified: {exc}")
+            return "no-key", f"checkpoint: cannot be verified: {exc}"
         if key is None:
-            _fail(f"checkpoint: cannot be verified: you have no key ({signing.key_path()} "
-                  f"is missing), so it was not made by you")
+            return "no-key", (f"checkpoint: cannot be verified: you have no key "
+                              f"({signing.key_path()} is missing), so it was not made by you")
     if not signing.verify(key, raw[:m.start()], m.group(1).decode("ascii")):
-        _fail(f"checkpoint: {MANIFEST}: its signature (hmac) is wrong: it was not made "
-              f"by you (another key), or it was edited since")
+        return "wrong", (f"checkpoint: {MANIFEST}: its signature (hmac) is wrong: it was not "
+                         f"made by you (another key), or it was edited since")
+    return "valid", None
+
+
+def check_signature(raw, key=None):
+    """Refuse a manifest whose HMAC is missing or not made with ``key`` (default:
+    the user's key).  ``raw`` is the manifest file's bytes."""
+    status, message = signature_status(raw, key)
+    if status != "valid":
+        _fail(message)
 
 
 def _read_manifest(directory, key=None):
@@ -615,7 +624,7 @@ class _Opened:
 
     def __init__(self, directory, rel, record, use_mmap):
         self.rel = rel
-        fd, size = _open_trusted(directory, rel, "missing")
+        fd, size = open_trusted(directory, rel, "missing")
         try:
             want = record["size"]
             if size != want:
@@ -677,15 +686,24 @@ def read_manifest(path, *, key=None):
     return manifest
 
 
+def check_subdirectory(directory, sub):
+    """Refuse a subdirectory (``blobs``) of the checkpoint that is not a trusted one."""
+    try:
+        st = os.lstat(os.path.join(directory, sub))
+    except FileNotFoundError:
+        _fail(f"checkpoint: {sub}/: missing")
+    if not stat.S_ISDIR(st.st_mode):
+        _fail(f"checkpoint: {sub}/: is not a directory")
+    _check_trusted(sub + "/", st)
+
+
+def subdirectories(records):
+    return sorted({os.path.dirname(rel) for rel in records} - {""})
+
+
 def _check_subdirectories(directory, records):
-    for sub in sorted({os.path.dirname(rel) for rel in records} - {""}):
-        try:
-            st = os.lstat(os.path.join(directory, sub))
-        except FileNotFoundError:
-            _fail(f"checkpoint: {sub}/: missing")
-        if not stat.S_ISDIR(st.st_mode):
-            _fail(f"checkpoint: {sub}/: is not a directory")
-        _check_trusted(sub + "/", st)
+    for sub in subdirectories(records):
+        check_subdirectory(directory, sub)
 
 
 def read_checkpoint(path, recompiler, *, main_module=None, check_sources=True,

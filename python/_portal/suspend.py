@@ -114,6 +114,14 @@ def _error_roots(state):
     return roots
 
 
+def _line_at(code, offset, default):
+    """The source line of the instruction a saved frame continues at."""
+    for start, end, line in code.co_lines():
+        if start <= offset < end and line is not None:
+            return line
+    return default
+
+
 def _human_size(n):
     for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
         if n < 1024 or unit == "TiB":
@@ -195,6 +203,11 @@ def rescue(runtime, loop_frame, loop_line, exc):
                  "function": loop.function},
         "sources": runtime.registry.sources(),
         "runtime": runtime.context(),
+        # Where each saved frame stands, outermost first: for `portal inspect`, which
+        # never unpickles (optional field, docs/checkpoint-format.md).
+        "frames": [{"function": fs.name, "file": fs.filename,
+                    "line": _line_at(main_code if fs.function is None else fs.function.__code__,
+                                     fs.offset, fs.line)} for fs in state.frames],
     }
     from _portal import autograd, checkpoint, plugins
     from _portal.reducers import DeclineLoop
