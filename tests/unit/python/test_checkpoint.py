@@ -227,6 +227,212 @@ def test_refuses_damaged_files_before_unpickling(program, damage):
     assert sys.modules["umod"] is sentinel                     # nothing was unpickled
 
 
+def _gen(info):
+    return os.path.realpath(info.path)
+
+
+def _unsign(path):
+    manifest = json.load(open(path))
+    del manifest["hmac"]
+    with open(path, "w") as f:
+        json.dump(manifest, f, indent=1)
+
+
+def _sign_with_another_key(path):
+    manifest = json.load(open(path))
+    with open(path, "w") as f:
+        f.write(checkpoint.signed_manifest_text(manifest, os.urandom(32)))
+
+
+def _edit_in_place(path):
+    """One byte of a recorded field changed, the signature kept."""
+    text = open(path).read().replace('"iteration": 3', '"iteration": 4', 1)
+    assert '"iteration": 4' in text
+    open(path, "w").write(text)
+
+
+def _swap_state(path):
+    """A consistent forgery: another state.pickle, its size and sha256 recorded in the
+    manifest, the old signature kept (the forger has not the key)."""
+    gen = os.path.dirname(path)
+    import pickle
+    evil = pickle.dumps({"evil": True}, protocol=5)
+    old = json.load(open(path))["files"]["state.pickle"]
+    open(os.path.join(gen, "state.pickle"), "wb").write(evil)
+    text = open(path).read().replace(old["sha256"], hashlib.sha256(evil).hexdigest())
+    text = text.replace(f'"size": {old["size"]}', f'"size": {len(evil)}', 1)
+    open(path, "w").write(text)
+
+
+@pytest.mark.parametrize("tamper,says", [
+    (_unsign, "checkpoint: manifest.json: carries no signature (hmac): it was not made by you "
+              "with this portal, or it was edited"),
+    (_sign_with_another_key, "checkpoint: manifest.json: its signature (hmac) is wrong: it was "
+                             "not made by you (another key), or it was edited since"),
+    (_edit_in_place, "checkpoint: manifest.json: its signature (hmac) is wrong"),
+    (_swap_state, "checkpoint: manifest.json: its signature (hmac) is wrong"),
+], ids=["unsigned", "other-key", "edited", "forged-state"])
+def test_refuses_a_manifest_without_your_signature(program, tamper, says):
+    info = write(program, {"m": program.main.model}, fields=FIELDS)
+    tamper(os.path.join(_gen(info), "manifest.json"))
+    sys.modules["umod"] = sentinel = types.ModuleType("umod")
+    for reader in (lambda: read_checkpoint(info.path, Recompiler(compile_fn),
+                                           main_module=types.ModuleType("m")),
+                   lambda: checkpoint.read_manifest(info.path)):
+        with pytest.raises(CheckpointError) as e:
+            reader()
+        assert str(e.value).startswith(says)
+    assert sys.modules["umod"] is sentinel                     # nothing was unpickled
+
+
+def test_the_signature_covers_every_byte_before_it(program):
+    info = write(program, {"x": 1})
+    path = os.path.join(_gen(info), "manifest.json")
+    raw = open(path, "rb").read()
+    assert raw.endswith(b'"\n}\n') and b',\n "hmac": "' in raw
+    assert json.loads(raw)["hmac"] == info.manifest["hmac"]
+    signed, tail = raw.split(b',\n "hmac": "')
+    assert signing.sign(signing.load_key(), signed) == tail[:64].decode()
+    assert info.total_bytes == sum(r["size"] for r in info.manifest["files"].values()) + len(raw)
+    for i in range(0, len(signed), max(1, len(signed) // 40)):
+        bad = bytearray(raw)
+        bad[i] ^= 0x01 if chr(bad[i]).isalnum() else 0
+        if bad == raw:
+            continue
+        with pytest.raises(CheckpointError) as e:
+            checkpoint.check_signature(bytes(bad))
+        assert "signature (hmac)" in str(e.value)
+
+
+def test_refuses_without_a_usable_key(program):
+    info = write(program, {"x": 1})
+    key_file = os.path.join(os.environ["PORTAL_HOME"], "key")
+    saved = open(key_file, "rb").read()
+    os.unlink(key_file)
+    try:
+        with pytest.raises(CheckpointError) as e:
+            read(info.path)
+        assert str(e.value) == (f"checkpoint: cannot be verified: you have no key ({key_file} "
+                                f"is missing), so it was not made by you")
+        assert not os.path.exists(key_file)                    # reading makes no key
+        with open(key_file, "wb") as f:
+            f.write(saved)
+        os.chmod(key_file, 0o644)
+        with pytest.raises(CheckpointError, match="cannot be verified: key: .* has mode 0644"):
+            read(info.path)
+        with pytest.raises(signing.SigningKeyError):           # and signs nothing either
+            write(program, {"x": 2})
+    finally:
+        with open(key_file, "wb") as f:
+            f.write(saved)
+        os.chmod(key_file, 0o600)
+    assert read(info.path)[1] == {"x": 1}
+
+
+@pytest.mark.parametrize("target,mode,says", [
+    ("manifest.json", 0o660, "checkpoint: manifest.json: is writable by your group (mode 0660)"),
+    ("state.pickle", 0o606, "checkpoint: state.pickle: is writable by others (mode 0606)"),
+    ("blobs/0000.bin", 0o666, "checkpoint: blobs/0000.bin: is writable by your group and others"),
+    ("blobs", 0o770, "checkpoint: blobs/: is writable by your group (mode 0770)"),
+    (".", 0o707, "is writable by others (mode 0707)"),
+    ("..", 0o777, "is writable by your group and others (mode 0777)"),
+], ids=["manifest", "state", "pack-file", "blobs-dir", "generation", "parent"])
+def test_refuses_what_others_can_write(program, target, mode, says):
+    info = write(program, {"a": np.zeros(1000)})
+    path = os.path.join(_gen(info), target)
+    before = os.stat(path).st_mode & 0o777
+    os.chmod(path, mode)
+    try:
+        with pytest.raises(CheckpointError) as e:
+            read(info.path)
+        assert says in str(e.value) and str(e.value).startswith("checkpoint: ")
+        assert "it is not trusted" in str(e.value)
+    finally:
+        os.chmod(path, before)
+    assert read(info.path)[1]["a"].sum() == 0
+
+
+def _pretend_owned_by(monkeypatch, path, uid):
+    """Make os.stat/lstat/fstat report ``uid`` as the owner of ``path`` (nothing
+    else changes): a stubbed owner, for where files cannot be given away."""
+    target = os.path.abspath(path)
+    real = {name: getattr(os, name) for name in ("stat", "lstat", "fstat")}
+
+    def fake(name):
+        def stat(p, *args, **kwargs):
+            st = real[name](p, *args, **kwargs)
+            where = os.readlink(f"/proc/self/fd/{p}") if name == "fstat" else os.path.abspath(p)
+            if where == target:
+                st = os.stat_result(tuple(st[:4]) + (uid,) + tuple(st[5:10]))
+            return st
+        return stat
+    for name in real:
+        monkeypatch.setattr(os, name, fake(name))
+
+
+@pytest.mark.parametrize("target", ["manifest.json", "state.pickle", "blobs/0000.bin", "blobs",
+                                    ".", "..", "link"])
+@pytest.mark.parametrize("how", ["stubbed", "chown"])
+def test_refuses_what_you_do_not_own(program, target, how, monkeypatch):
+    info = write(program, {"a": np.zeros(1000)})
+    path = info.path if target == "link" else os.path.join(_gen(info), target)
+    me = os.geteuid()
+    if how == "chown":
+        if me != 0:
+            pytest.skip("giving a file away needs root; the stubbed case checks the refusal")
+        os.lchown(path, 65534, 65534)
+    else:
+        _pretend_owned_by(monkeypatch, path, me + 1000)
+    owner = 65534 if how == "chown" else me + 1000
+    sys.modules["umod"] = sentinel = types.ModuleType("umod")
+    with pytest.raises(CheckpointError) as e:
+        read_checkpoint(info.path, Recompiler(compile_fn), main_module=types.ModuleType("m"))
+    assert str(e.value).startswith("checkpoint: ")
+    assert f"is owned by uid {owner}, not by you (uid {me}); it is not trusted" in str(e.value)
+    assert sys.modules["umod"] is sentinel
+    if how == "chown":
+        os.lchown(path, 0, 0)
+    else:
+        monkeypatch.undo()
+    assert read(info.path)[1]["a"].sum() == 0
+
+
+def test_refuses_symbolic_links_inside(program, tmp_path):
+    info = write(program, {"a": np.zeros(1000)})
+    gen = _gen(info)
+    elsewhere = tmp_path / "elsewhere"
+    os.rename(os.path.join(gen, "blobs"), elsewhere)
+    os.symlink(elsewhere, os.path.join(gen, "blobs"))
+    with pytest.raises(CheckpointError, match="checkpoint: blobs/: is not a directory"):
+        read(info.path)
+    os.unlink(os.path.join(gen, "blobs"))
+    os.rename(elsewhere, os.path.join(gen, "blobs"))
+    os.rename(os.path.join(gen, "state.pickle"), tmp_path / "state")
+    os.symlink(tmp_path / "state", os.path.join(gen, "state.pickle"))
+    with pytest.raises(CheckpointError, match="checkpoint: state.pickle: is a symbolic link"):
+        read(info.path)
+
+
+def test_everything_written_is_private_whatever_the_umask(program):
+    from _portal import jobs
+    old = os.umask(0)
+    try:
+        job = jobs.Job.create("train.py", home=str(program.dir / "home"))
+        job.write_record({"state": "suspended"})
+        write(program, {"a": np.zeros(1000)}, parent=job.dir, name="checkpoint")
+        write(program, {"a": np.ones(1000)}, parent=program.dir / "new" / "ck")
+    finally:
+        os.umask(old)
+    found = {}
+    for root in (program.dir / "home", program.dir / "new"):
+        for path in [root] + sorted(root.rglob("*")):
+            if not path.is_symlink():
+                found[str(path)] = os.stat(path).st_mode & 0o777
+    bad = {p: f"{m:04o}" for p, m in found.items() if m != (0o700 if os.path.isdir(p) else 0o600)}
+    assert not bad
+    assert sum(p.endswith(".bin") for p in found) == 2 and any(p.endswith("job.json") for p in found)
+
+
 def test_refuses_changed_source(program):
     info = write(program, {"m": program.main.model})
     with open(program.umod.__file__, "a") as f:
@@ -328,59 +534,98 @@ def test_stale_temporaries_of_dead_writers_are_removed(program):
     assert read(parent / "job")[1] == {"gen": 2}
 
 
-WRITER = r"""
-import os, sys, time
-sys.path.insert(0, {pydir!r})
-import numpy as np
-from _portal.checkpoint import write_checkpoint
-from _portal.codeindex import CodeRegistry
-parent, marker = sys.argv[1], int(sys.argv[2])
-state = {{"marker": marker,
-          "arrays": [np.full(n, marker, dtype=np.int64) for n in (3 << 20, 1 << 20, 10, 2 << 20)]}}
-print("go", flush=True)
-t = time.perf_counter()
-write_checkpoint(parent, "job", state, None, {{"marker": marker}}, registry=CodeRegistry(),
-                 modules={{}})
-print("done", time.perf_counter() - t, flush=True)
-"""
+SIZES = (256 << 10, 128 << 10, 10, 128 << 10)       # int64: 4 MiB in four buffers
+
+
+def _writer(parent, marker, delay=None):
+    """Write checkpoint ``parent/job`` holding ``marker`` in a forked child (fast
+    to start, so that many kills stay cheap); with ``delay``, SIGKILL the child
+    that long after it starts writing.  Returns (killed, seconds the write took)."""
+    state = {"marker": marker, "arrays": [np.full(n, marker, dtype=np.int64) for n in SIZES]}
+    ready_r, ready_w = os.pipe()
+    pid = os.fork()
+    if pid == 0:                                             # the writer
+        try:
+            os.close(ready_r)
+            os.write(ready_w, b"go")
+            write_checkpoint(parent, "job", state, None, {"marker": marker},
+                             registry=CodeRegistry(), modules={})
+            os._exit(0)
+        except BaseException:
+            os._exit(1)
+    os.close(ready_w)
+    try:
+        assert os.read(ready_r, 2) == b"go"
+    finally:
+        os.close(ready_r)
+    start = time.perf_counter()
+    if delay is not None:
+        time.sleep(delay)
+        os.kill(pid, signal.SIGKILL)
+    _, status = os.waitpid(pid, 0)
+    took = time.perf_counter() - start
+    if delay is None:
+        assert os.waitstatus_to_exitcode(status) == 0
+    return os.WIFSIGNALED(status) and os.WTERMSIG(status) == signal.SIGKILL, took
+
+
+def _current_marker(parent):
+    """The marker of the checkpoint ``parent/job``, verified whole (signature,
+    sizes, checksums, every value), or None if there is none."""
+    if not os.path.lexists(parent / "job"):
+        return None
+    manifest, state = read_checkpoint(parent / "job", None, main_module=types.ModuleType("m"))
+    got = manifest["marker"]
+    assert state["marker"] == got
+    assert [a.size for a in state["arrays"]] == list(SIZES)
+    assert all((a == got).all() for a in state["arrays"])
+    return got
 
 
 def test_atomic_commit_survives_sigkill_anywhere(tmp_path):
-    """SIGKILL a writer at 20 random moments of a 48 MiB write; the checkpoint is
-    always the previous complete one or the new complete one."""
-    script = tmp_path / "writer.py"
-    script.write_text(WRITER.format(pydir=PYDIR))
+    """SIGKILL a writer at 40 moments spread over a 4 MiB write, over no
+    checkpoint and over an existing one: reading always gives the previous
+    complete checkpoint or the new complete one, never a partial one, and what
+    the killed writers left is removed by the next write."""
     parent = tmp_path / "ck"
+    outcomes = []
 
-    def run(marker, delay=None):
-        p = subprocess.Popen([sys.executable, str(script), str(parent), str(marker)],
-                             stdout=subprocess.PIPE, text=True)
-        assert p.stdout.readline().strip() == "go"
-        if delay is None:
-            line = p.stdout.readline()
-            p.wait()
-            return float(line.split()[1])
-        time.sleep(delay)
-        p.send_signal(signal.SIGKILL)
-        p.wait()
-        return p.returncode
+    def kill_at(marker, fraction, last):
+        killed, _ = _writer(parent, marker, duration * fraction)
+        got = _current_marker(parent)
+        assert got in (last, marker), (got, last, marker, fraction)
+        outcomes.append((round(fraction, 2), killed, got == marker))
+        return got
 
-    duration = run(0)                         # the previous checkpoint; calibrates
+    # How long a write over an existing checkpoint takes here (median of 3).
+    calibrate = tmp_path / "calibrate"
+    duration = sorted(_writer(calibrate, m)[1] for m in range(4))[1:][1]
     rng = random.Random(1234)
-    last, outcomes = 0, []
-    for marker in range(1, 21):
-        rc = run(marker, rng.uniform(0, duration * 1.3))
-        manifest, state = read_checkpoint(parent / "job", None, main_module=types.ModuleType("m"))
-        got = manifest["marker"]
-        assert got in (last, marker), (got, last, marker)
-        assert state["marker"] == got
-        assert [a.size for a in state["arrays"]] == [3 << 20, 1 << 20, 10, 2 << 20]
-        assert all((a == got).all() for a in state["arrays"])
-        outcomes.append((rc, got == marker))
-        last = got
-    print("kills:", outcomes)
-    assert any(new for _, new in outcomes) or duration < 0.05
-    assert sum(1 for rc, new in outcomes if rc == -signal.SIGKILL and not new) > 0
+    # The first generation: nothing before it.
+    last = None
+    for i, fraction in enumerate((0.1, 0.4, 0.7, 1.0)):
+        last = kill_at(100 + i, fraction, last)
+    _writer(parent, 0)
+    last = 0
+    # Over an existing checkpoint, at moments spread over the whole write (and a
+    # little past it); a complete write every 9 kills must leave nothing else.
+    marker = 0
+    for stratum in range(36):
+        marker += 1
+        last = kill_at(marker, 1.4 * (stratum + rng.random()) / 36, last)
+        if stratum % 9 == 8:
+            marker += 1
+            _writer(parent, marker)
+            last = _current_marker(parent)
+            assert last == marker
+            assert sorted(os.listdir(parent)) == ["job", os.readlink(parent / "job")]
+    print(f"write {duration:.3f} s; kills (fraction, killed, new): {outcomes}")
+    killed_old = sum(1 for _, killed, new in outcomes if killed and not new)
+    # Kills landed before the commit point, and the moments reached past it (a
+    # kill there finds the write done, or lands between the commit and the exit).
+    assert len(outcomes) == 40 and killed_old >= 10
+    assert any(new for _, _, new in outcomes), "no write ever reached its commit point"
+
 
 
 CRASHER = r"""
