@@ -30,12 +30,19 @@ Grammar (the same text is in docs/checkpoint-format.md)::
                                            manifest itself
       "buffers": [[FILE, OFFSET, SIZE], ...]   out-of-band buffer i is bytes
                                            [OFFSET, OFFSET+SIZE) of FILE
-      "total_bytes": N                     all files, the manifest included
+      "total_bytes": N,                    all files, the manifest included
+      "hmac": HEX                          always LAST: HMAC-SHA256 with the user's
+                                           key (signing.py) of the domain string
+                                           "portal-checkpoint-manifest\n" + every
+                                           byte of the file before ',\n "hmac": "'
     }
 
 Readers ignore fields they do not know; a new optional field does not change the
-version.  A reader refuses another format name or version by name, and checks the
-size and sha256 of every file before it unpickles anything.
+version.  Before it unpickles anything a reader refuses: a directory or file that
+is not the user's or is writable by group or others, a symbolic link inside, a
+manifest without a valid HMAC, another format name or version (by name), and any
+file whose size or sha256 differs from the manifest's.  Directories are created
+0700 and files 0600, whatever the umask.
 
 Commit protocol (``write_checkpoint``): everything is written into
 ``PARENT/.NAME.tmp-...``, every file and both directories are fsynced, the
