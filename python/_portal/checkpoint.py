@@ -323,6 +323,7 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
         raise CheckpointError(f"checkpoint: {link}: exists and is not a checkpoint link")
     _remove_stale(parent, name)
     tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-{os.getpid()}-", dir=parent)
+    os.chmod(tmp, 0o700)          # mkdtemp's 0700 is masked by the umask
     try:
         files = {}
         buffers = []
