@@ -1,8 +1,10 @@
 """Restore: a suspended job continues in a new process (DESIGN.md §3.6).
 
 The stages, in order:
-  1. read the checkpoint: versions, checksums and sources verified before any
-     unpickling (checkpoint.py)
+  1. read the checkpoint: owners and modes, the manifest's HMAC (made with the
+     user's key), versions, checksums and sources verified before any unpickling
+     or any use of the manifest (checkpoint.py, docs/security.md); a refusal is a
+     ResumeError and changes nothing of the job
   2. put the process back: working directory, environment, sys.argv, sys.path
   3. unpickle the program: the user's modules and __main__'s globals rebuilt on
      freshly compiled code of the same sources; the RNG states set
