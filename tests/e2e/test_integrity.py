@@ -4,7 +4,8 @@ A job is suspended by a fake out-of-memory error (integrity/train.py, a loop in 
 function over a numpy array: a state.pickle and a pack file), its checkpoint is
 damaged or tampered with, and `portal resume JOB` must refuse it before
 unpickling anything, with one `portal: resume: ...` line naming what is wrong,
-the job staying suspended and its record byte for byte the same.  Each case then
+the job staying suspended and its record intact (all it said still there; the
+refused attempt logged as a run whose outcome is "refused").  Each case then
 undoes the damage and resumes the job, which ends with python's own output: the
 refusal really left the job intact.
 
@@ -94,9 +95,20 @@ class Job:
         assert err.startswith("portal: resume: ") and err.count("\n") == 1, err
         assert says in err, f"{says!r} not in {err!r}"
         assert err.rstrip().endswith("the job stays suspended"), err
-        assert (self.dir / "job.json").read_bytes() == self.record   # not damaged
-        assert json.loads(self.record)["state"] == "suspended"
+        self.assert_record_intact()
         return err
+
+    def assert_record_intact(self):
+        """Still suspended, everything it said still there; the refused attempt is
+        logged as one more run whose outcome is "refused" (the supervisor's log)."""
+        before = json.loads(self.record)
+        after = json.loads((self.dir / "job.json").read_text())
+        assert after["state"] == before["state"] == "suspended"
+        same = {k for k in before if k not in ("runs", "updated")}
+        assert {k: after.get(k) for k in same} == {k: before[k] for k in same}
+        runs = before.get("runs", [])
+        assert after.get("runs", [])[:len(runs)] == runs
+        assert all(r.get("outcome") == "refused" for r in after.get("runs", [])[len(runs):])
 
     def assert_resumes(self, expected):
         r = self.resume()
