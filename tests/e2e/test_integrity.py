@@ -12,13 +12,13 @@ refusal really left the job intact.
 Also: the modes of everything Portal writes under a umask of 000, and `python3 -m
 _portal.inspect_checkpoint` (the engine of `portal inspect`) on a real job.
 """
+import hashlib
 import json
 import os
 import pickle
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -176,7 +176,6 @@ def _replace_state(job, marker, keep_signature):
     raw = (job.gen / "manifest.json").read_bytes()
     manifest = json.loads(raw)
     old = manifest["files"]["state.pickle"]
-    import hashlib
     new = {"size": len(evil), "sha256": hashlib.sha256(evil).hexdigest()}
     text = raw.decode().replace(f'"size": {old["size"]}', f'"size": {new["size"]}', 1) \
                        .replace(old["sha256"], new["sha256"])

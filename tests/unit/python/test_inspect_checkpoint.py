@@ -2,7 +2,6 @@
 unpickling it, and says whether it is sound."""
 import json
 import os
-import pickle
 import subprocess
 import sys
 
@@ -10,7 +9,7 @@ import numpy as np
 import pytest
 
 import _portal
-from _portal import checkpoint, signing
+from _portal import checkpoint
 from _portal.codeindex import CodeRegistry
 from _portal.inspect_checkpoint import format_report, inspect, main
 
