@@ -142,17 +142,21 @@ def _remove_manifest(job):
     os.unlink(job.gen / "manifest.json")
 
 
-@pytest.mark.parametrize("damage,says", [
+DAMAGES = [
     (_truncate, "checkpoint: blobs/0000.bin: size 1000 != "),
     (_corrupt, "checkpoint: state.pickle: sha256 does not match the manifest (corrupted)"),
     (_remove, "checkpoint: blobs/0000.bin: missing"),
     (_remove_manifest, "checkpoint: manifest.json: missing"),
-], ids=["truncated", "corrupted", "missing-file", "missing-manifest"])
-def test_a_damaged_checkpoint_is_refused_naming_the_file(job, tmp_path, expected, damage, says):
+]
+
+
+def test_a_damaged_checkpoint_is_refused_naming_the_file(job, tmp_path, expected):
+    """One job, each damage in turn (undone after each refusal), then resumed."""
     backup = job.backup(tmp_path / "backup")
-    damage(job)
-    job.assert_refused(says)
-    job.restore(backup)
+    for damage, says in DAMAGES:
+        damage(job)
+        job.assert_refused(says)
+        job.restore(backup)
     job.assert_resumes(expected)
 
 
@@ -227,31 +231,34 @@ def test_without_the_key_nothing_is_trusted(job, tmp_path, expected):
 
 # --- owners and modes ---------------------------------------------------------------
 
-@pytest.mark.parametrize("target,mode,says", [
+WRITABLE = [
     ("manifest.json", 0o620, "checkpoint: manifest.json: is writable by your group (mode 0620)"),
     ("blobs/0000.bin", 0o602, "checkpoint: blobs/0000.bin: is writable by others (mode 0602)"),
     ("blobs", 0o777, "checkpoint: blobs/: is writable by your group and others (mode 0777)"),
-    (".", 0o770, "is writable by your group (mode 0770)"),
+    (".", 0o770, "is writable by your group (mode 0770)"),              # the generation
     ("..", 0o707, "is writable by others (mode 0707)"),                 # the job directory
-], ids=["manifest", "pack-file", "blobs-dir", "generation-dir", "job-dir"])
-def test_a_checkpoint_others_can_write_is_refused(job, expected, target, mode, says):
-    path = job.gen / target
-    before = os.stat(path).st_mode & 0o777
-    os.chmod(path, mode)
-    job.assert_refused(says)
-    os.chmod(path, before)
+]
+
+
+def test_a_checkpoint_others_can_write_is_refused(job, expected):
+    for target, mode, says in WRITABLE:
+        path = job.gen / target
+        before = os.stat(path).st_mode & 0o777
+        os.chmod(path, mode)
+        job.assert_refused(says)
+        os.chmod(path, before)
     job.assert_resumes(expected)
 
 
-@pytest.mark.parametrize("target", ["state.pickle", "blobs/0000.bin", "."])
-def test_a_checkpoint_not_owned_by_you_is_refused(job, expected, target):
+def test_a_checkpoint_not_owned_by_you_is_refused(job, expected):
     if os.geteuid() != 0:
         pytest.skip("giving a file to another user needs root; test_checkpoint.py's "
-                    "test_trust_refusals checks the refusal with a stubbed owner")
-    path = job.gen / target
-    os.chown(path, 65534, 65534)
-    job.assert_refused("is owned by uid 65534, not by you (uid 0); it is not trusted")
-    os.chown(path, 0, 0)
+                    "test_refuses_what_you_do_not_own checks the refusal with a stubbed owner")
+    for target in ("state.pickle", "blobs/0000.bin", "."):
+        path = job.gen / target
+        os.chown(path, 65534, 65534)
+        job.assert_refused("is owned by uid 65534, not by you (uid 0); it is not trusted")
+        os.chown(path, 0, 0)
     job.assert_resumes(expected)
 
 
