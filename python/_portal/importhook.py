@@ -154,8 +154,13 @@ def _write_cache(cache_path, source_path, data):
     except OSError:
         mode = 0o666
     directory = os.path.dirname(cache_path)
+    private = sys.dont_write_bytecode   # the cache in $PORTAL_HOME: code only we may write
     try:
-        os.makedirs(directory, mode=0o700 if sys.dont_write_bytecode else 0o777, exist_ok=True)
+        os.makedirs(directory, mode=0o700 if private else 0o777, exist_ok=True)
+        if private:   # whatever the umask: a planted .pyc there would be run
+            os.chmod(directory, 0o700)
+            os.chmod(os.path.dirname(directory), 0o700)
+            mode = 0o600
     except OSError:
         return False
     tmp = f"{cache_path}.{os.getpid()}.{id(data)}.tmp"

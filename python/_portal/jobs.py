@@ -48,6 +48,7 @@ class Job:
             path = os.path.join(jobs, new_job_id(script))
             try:
                 os.mkdir(path, 0o700)
+                os.chmod(path, 0o700)   # whatever the umask
                 return cls(path)
             except FileExistsError:
                 continue
@@ -66,6 +67,7 @@ class Job:
     def write_record(self, record):
         tmp = f"{self.record_path}.tmp{os.getpid()}"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)   # whatever the umask
         with os.fdopen(fd, "w", encoding="utf-8") as f:
             json.dump(record, f, indent=2, sort_keys=True)
             f.write("\n")

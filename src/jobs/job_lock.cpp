@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <string>
 #include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace portal {
@@ -30,6 +31,7 @@ JobLock JobLock::acquire(const Job& job, const std::string& command) {
     if (fd < 0) {
         throw JobError("job " + job.id + ": cannot open " + job.lock_path().string() + ": " + std::strerror(errno));
     }
+    fchmod(fd, 0600);  // whatever the umask: the next holder must open it for writing
     int rc;
     while ((rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
     }

@@ -80,6 +80,7 @@ void Job::write_record(const nlohmann::json& record, bool durable) const {
     if (fd < 0) {
         throw JobError("job " + id + ": cannot write " + tmp.string() + ": " + std::strerror(errno));
     }
+    fchmod(fd, 0600);  // 0600 whatever the umask
     const char* p = text.data();
     std::size_t left = text.size();
     while (left > 0) {

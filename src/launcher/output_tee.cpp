@@ -74,6 +74,7 @@ OutputTee::OutputTee(const std::filesystem::path& log) {
     if (log_fd_ < 0) {
         return;
     }
+    fchmod(log_fd_, 0600);  // whatever the umask
     // Each stream: a pipe if it is a file or a pipe, a pseudo-terminal if it is a
     // terminal (so that the program still sees one: isatty, its size, line
     // buffering), nothing if it is closed.  Two streams on the same file, pipe or
