@@ -17,7 +17,7 @@ never imported it: the capture must not import libraries the program did not.
 import importlib
 
 # In the order their reducers are consulted (a later one wins for the same type).
-MODULES = ("generators", "files")
+MODULES = ("generators", "files", "torch_state")
 
 
 def _modules():

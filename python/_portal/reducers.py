@@ -26,12 +26,12 @@ builtins
     ``functools.partial``/``lru_cache``/``cached_property``, mapping proxies, dict
     views, dict iterators (rebuilt over the same dict), weak references,
     ``random``'s hidden generator (restored in place).
-numpy / torch
-    arrays and CPU tensors travel OUT OF BAND (``PickleBuffer`` straight from
+numpy
+    arrays travel OUT OF BAND (``PickleBuffer`` straight from
     their memory, handed to ``buffer_callback``): the stream does not grow with
     their size.  Views keep sharing memory with their base array (see
     ``_reduce_ndarray``), ``np.memmap`` is re-mapped from its file, object arrays
-    go in band.
+    go in band.  Torch's objects are saved by the ``torch_state`` plug-in.
 
 Layout of a stream (``dump_state``; ``Loader.load_state`` reads it)::
 
@@ -404,52 +404,6 @@ def _rb_np_global_random(state):
     return rand
 
 
-# --- torch -----------------------------------------------------------------
-
-def _rb_torch_storage(buf):
-    import numpy as np
-    import torch
-    arr = np.frombuffer(buf, dtype=np.uint8)
-    if not arr.flags.writeable:
-        arr = arr.copy()
-    return torch.from_numpy(arr).storage().untyped()
-
-
-def _rb_tensor(storage, dtype, offset, size, stride, requires_grad):
-    import torch
-    typed = torch.storage.TypedStorage(wrap_storage=storage, dtype=dtype)
-    t = torch.empty(0, dtype=dtype).set_(typed, offset, size, stride)
-    if requires_grad:
-        t.requires_grad_(True)
-    return t
-
-
-def _set_tensor_state(t, state):
-    grad, tdict = state
-    if grad is not None:
-        t.grad = grad
-    if tdict:
-        t.__dict__.update(tdict)
-
-
-def _rb_parameter(data, requires_grad):
-    import torch
-    return torch.nn.Parameter(data, requires_grad)
-
-
-def _rb_torch_generator(device, state):
-    import torch
-    g = torch.Generator(device)
-    g.set_state(state)
-    return g
-
-
-def _rb_torch_default_generator(state):
-    import torch
-    torch.default_generator.set_state(state)
-    return torch.default_generator
-
-
 # ---------------------------------------------------------------------------
 # Dump side.
 
@@ -475,14 +429,6 @@ class _SetGlobal:
 
     def __init__(self, module_dict, key, value):
         self.module_dict, self.key, self.value = module_dict, key, value
-
-
-class _TorchStorage:
-    """One torch storage, shared by all tensors that view it."""
-    __slots__ = ("storage",)
-
-    def __init__(self, storage):
-        self.storage = storage
 
 
 #: Types whose instances are never module-level singletons worth naming.
@@ -557,13 +503,10 @@ class Pickler(pickle.Pickler):
         self._singletons = None
         self._library_dict_names = None
         self._class_aliases = None
-        self._storages = {}
         self._flushed = set()
         self._keep = []          # objects whose id() is used as a key
         np = sys.modules.get("numpy")
-        torch = sys.modules.get("torch")
         self._np = np
-        self._torch = torch
         self._static = self._static_handlers()
 
     # --- stream layout ---
@@ -657,7 +600,6 @@ class Pickler(pickle.Pickler):
             _LibraryDict: lambda ph: (_rb_library_dict, (ph.name,)),
             _SetGlobal: lambda s: (_set_global, (s.module_dict, s.key, s.value))
             if s.module_dict is not None else (_set_module_class, (s.key, s.value)),
-            _TorchStorage: self._reduce_torch_storage,
             PickleBuffer: _not_implemented,
         }
         random = sys.modules.get("random")
@@ -669,11 +611,6 @@ class Pickler(pickle.Pickler):
             h[np.ndarray] = self._reduce_ndarray
             h[np.memmap] = self._reduce_ndarray
             h[np.random.RandomState] = self._reduce_np_randomstate
-        torch = self._torch
-        if torch is not None:
-            h[torch.Tensor] = self._reduce_tensor
-            h[torch.nn.Parameter] = self._reduce_parameter
-            h[torch._C.Generator] = self._reduce_torch_generator
         return h
 
     def _handler_for(self, t):
@@ -1021,50 +958,6 @@ class Pickler(pickle.Pickler):
                                   a.shape, False))
         return (_rb_memmap_view, (root, a.dtype, a.shape, a.strides, offset,
                                   isinstance(a, self._np.memmap)))
-
-    # --- torch ---
-
-    def _reduce_tensor(self, t):
-        torch = self._torch
-        if t.device.type != "cpu" or t.layout != torch.strided or t.is_quantized or \
-                getattr(t, "is_meta", False):
-            return NotImplemented
-        if t.grad_fn is not None:
-            from _portal import autograd
-            if autograd.graph_state(t) == "live":
-                raise DeclineLoop(f"a tensor in a live autograd graph (grad_fn={type(t.grad_fn).__name__}): "
-                                  f"it could still be back-propagated, and saving it would cut its graph")
-            autograd.CUT.append(t)       # saved as a leaf; the suspend message names it
-        storage = t.storage().untyped()
-        key = storage._cdata
-        wrapper = self._storages.get(key)
-        if wrapper is None:
-            wrapper = self._storages[key] = _TorchStorage(storage)
-        state = None
-        grad = t.grad if t.is_leaf else None   # .grad of a non-leaf warns, and is None
-        if grad is not None or t.__dict__:
-            state = (grad, dict(t.__dict__) or None)
-        return (_rb_tensor, (wrapper, t.dtype, t.storage_offset(), tuple(t.shape),
-                             t.stride(), t.requires_grad),
-                state, None, None, _set_tensor_state)
-
-    def _reduce_torch_storage(self, wrapper):
-        torch = self._torch
-        u8 = torch.empty(0, dtype=torch.uint8).set_(wrapper.storage)
-        return (_rb_torch_storage, (PickleBuffer(u8.numpy()),))
-
-    def _reduce_parameter(self, p):
-        state = None
-        if p.grad is not None or p.__dict__:
-            state = (p.grad, dict(p.__dict__) or None)
-        return (_rb_parameter, (p.detach(), p.requires_grad), state, None, None,
-                _set_tensor_state)
-
-    def _reduce_torch_generator(self, g):
-        torch = self._torch
-        if g is torch.default_generator:
-            return (_rb_torch_default_generator, (g.get_state(),))
-        return (_rb_torch_generator, (str(g.device), g.get_state()))
 
     # --- the error path ---
 

@@ -596,7 +596,12 @@ def test_memmap_is_remapped_not_copied(world, tmp_path):
 
 
 def test_torch_tensors_share_storage_out_of_band(world):
+    """Through the torch_state plug-in, as the capture plugs it in (more in
+    test_torch_state.py)."""
     torch = pytest.importorskip("torch")
+    from _portal import plugins
+    exact, inherited = plugins.reducers()
+    plug = {"reducers": exact, "subclass_reducers": inherited}
     mod = world.module("umod", """
         import torch
         class Net(torch.nn.Module):
@@ -616,7 +621,7 @@ def test_torch_tensors_share_storage_out_of_band(world):
     lin(torch.ones(1, 4)).sum().backward()
     bf = torch.ones(5, dtype=torch.bfloat16)
     data, bufs = world.dumps({"base": base, "view": view, "lin": lin, "bf": bf,
-                              "gen": torch.Generator().manual_seed(3)})
+                              "gen": torch.Generator().manual_seed(3)}, **plug)
     assert len(data) < 16384 and len(bufs) >= 4
     world.forget()
     s = reducers.loads(data, bufs, recompiler=Recompiler(compile_fn))
@@ -639,7 +644,7 @@ def test_torch_tensors_share_storage_out_of_band(world):
     # a graph that could still be back-propagated: not this loop (autograd.py)
     y = lin(torch.ones(1, 4))
     with pytest.raises(reducers.DeclineLoop) as e:
-        world.dumps({"y": y}, roots={"local 'y'": y})
+        world.dumps({"y": y}, roots={"local 'y'": y}, **plug)
     assert str(e.value).startswith("local 'y' (torch.Tensor): a tensor in a live autograd graph")
 
 

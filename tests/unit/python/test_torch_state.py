@@ -1,0 +1,494 @@
+"""_portal.torch_state: torch's tensors, training objects and process state.
+
+Each test writes a real checkpoint (checkpoint.write_checkpoint with the plug-in
+reducers, as the capture does) and reads it back (read_checkpoint, as the resume
+does), so restored tensors live on the pack files' mappings, never on the
+original's memory.
+"""
+import collections
+import os
+import sys
+import textwrap
+import types
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from _portal import checkpoint, plugins, torch_state  # noqa: E402
+from _portal.codeindex import CodeRegistry, Recompiler  # noqa: E402
+from _portal.reducers import Unsaveable  # noqa: E402
+
+
+def compile_fn(source, filename):
+    return compile(source, filename, "exec", dont_inherit=True)
+
+
+class Program:
+    """User modules of a simulated program, saved and restored through a checkpoint."""
+
+    def __init__(self, tmp_path):
+        self.dir = tmp_path
+        self.registry = CodeRegistry()
+        self.modules = {}
+        self.count = 0
+
+    def module(self, name, source):
+        source = textwrap.dedent(source)
+        path = self.dir / f"{name}.py"
+        path.write_text(source)
+        code = compile_fn(source.encode(), str(path))
+        self.registry.register(str(path), code, source.encode())
+        mod = types.ModuleType(name)
+        mod.__file__ = str(path)
+        sys.modules[name] = mod
+        self.modules[name] = mod
+        exec(code, mod.__dict__)
+        return mod
+
+    def write(self, state, roots=None):
+        exact, inherited = plugins.reducers()
+        self.count += 1
+        name = f"ck{self.count}"
+        info = checkpoint.write_checkpoint(
+            self.dir / "jobs", name, state, roots, {"sources": self.registry.sources()},
+            registry=self.registry, modules=self.modules, reducers=exact,
+            subclass_reducers=inherited)
+        return info
+
+    def read(self, info):
+        for name in self.modules:
+            sys.modules.pop(name, None)
+        _, restored = checkpoint.read_checkpoint(info.path, Recompiler(compile_fn),
+                                                 main_module=types.ModuleType("__main__"))
+        return restored
+
+    def roundtrip(self, state):
+        """(restored state, blob bytes) after a checkpoint write and read."""
+        info = self.write(state)
+        blobs = sum(size for _, _, size in info.manifest["buffers"])
+        return self.read(info), blobs
+
+
+@pytest.fixture
+def program(tmp_path):
+    saved = dict(sys.modules)
+    yield Program(tmp_path)
+    for key in list(sys.modules):
+        if key not in saved:
+            del sys.modules[key]
+    sys.modules.update(saved)
+
+
+def raw_bytes(t):
+    """The bytes of a tensor's elements, in logical order (any dtype)."""
+    c = t.detach().contiguous()
+    storage = c.storage().untyped()
+    u8 = torch.empty(0, dtype=torch.uint8).set_(storage)
+    start = c.storage_offset() * c.element_size()
+    return bytes(u8[start:start + c.numel() * c.element_size()].tolist())
+
+
+# --- tensors ----------------------------------------------------------------------
+
+def test_shared_storage_is_written_once_and_stays_shared(program):
+    base = torch.arange(256 * 1024, dtype=torch.float32)          # 1 MiB
+    param = torch.nn.Parameter(base[:1024].view(32, 32))          # a Parameter on it
+    state = {"base": base, "rows": base.view(512, 512)[::2], "param": param,
+             "t": base.view(512, 512).t(), "again": base}
+    s, blobs = program.roundtrip(state)
+    assert blobs == base.numel() * 4                               # one storage, once
+    assert isinstance(s["param"], torch.nn.Parameter) and s["param"].requires_grad
+    for key in ("rows", "t"):
+        assert torch.equal(s[key], state[key]) and s[key].stride() == state[key].stride()
+    assert s["again"] is s["base"]
+    s["base"][0] = -5                                               # one memory
+    assert s["rows"][0, 0] == -5 and s["t"][0, 0] == -5 and s["param"][0, 0] == -5
+
+
+def test_storage_goes_out_of_band_from_its_own_memory(program):
+    t = torch.arange(1 << 16, dtype=torch.int64)
+    exact, inherited = plugins.reducers()
+    from _portal import reducers
+    data, buffers = reducers.dumps({"t": t}, registry=program.registry, modules={},
+                                   reducers=exact, subclass_reducers=inherited)
+    import numpy as np
+    assert len(buffers) == 1 and len(data) < 2048
+    assert np.frombuffer(buffers[0], np.uint8).ctypes.data == t.data_ptr()   # no copy
+
+
+def test_restored_tensor_lives_on_the_pack_file_mapping(program):
+    t = torch.ones(1 << 20, dtype=torch.float32)                   # 4 MiB
+    s, _ = program.roundtrip({"t": t})
+    address = s["t"].data_ptr()
+    with open("/proc/self/maps") as f:
+        for line in f:
+            span, *rest = line.split()
+            lo, hi = (int(x, 16) for x in span.split("-"))
+            if lo <= address < hi:
+                assert rest[-1].endswith(".bin"), line
+                break
+        else:
+            pytest.fail("restored tensor's memory is not mapped")
+    s["t"][0] = 3                                                   # private mapping
+    assert t[0] == 1
+
+
+DTYPES = [torch.float32, torch.float64, torch.float16, torch.bfloat16, torch.complex32,
+          torch.complex64, torch.complex128, torch.uint8, torch.int8, torch.int16,
+          torch.int32, torch.int64, torch.bool]
+
+
+def test_every_dtype_round_trips_bit_for_bit(program):
+    g = torch.Generator().manual_seed(0)
+    state = {}
+    for dtype in DTYPES:
+        bits = torch.randint(0, 256, (7, 3), dtype=torch.uint8, generator=g)
+        size = torch.empty(0, dtype=dtype).element_size()
+        bits = torch.randint(0, 256, (7 * 3 * size,), dtype=torch.uint8, generator=g)
+        t = torch.empty(7, 3, dtype=dtype)
+        torch.empty(0, dtype=torch.uint8).set_(t.storage().untyped()).copy_(bits)
+        state[str(dtype)] = t
+    x = torch.randn(4, 6, generator=g)
+    state["quint8"] = torch.quantize_per_tensor(x, 0.1, 3, torch.quint8)
+    state["qint8"] = torch.quantize_per_tensor(x, 0.05, 0, torch.qint8)
+    state["qint32"] = torch.quantize_per_tensor(x, 0.01, 1, torch.qint32)
+    state["per_channel"] = torch.quantize_per_channel(
+        x, torch.tensor([0.1, 0.2, 0.3, 0.4]), torch.tensor([0, 1, 2, 3]), 0, torch.quint8)
+    s, _ = program.roundtrip(state)
+    for key, t in state.items():
+        r = s[key]
+        assert r.dtype == t.dtype and r.shape == t.shape, key
+        if t.is_quantized:
+            assert r.qscheme() == t.qscheme() and torch.equal(r.int_repr(), t.int_repr())
+            assert torch.equal(r.dequantize(), t.dequantize()), key
+        else:
+            assert raw_bytes(r) == raw_bytes(t), key
+
+
+def test_non_contiguous_zero_size_and_scalar_tensors(program):
+    a = torch.arange(60, dtype=torch.float64).reshape(3, 4, 5)
+    state = {"perm": a.permute(2, 0, 1), "step": a[:, ::2, 1:], "expand": torch.ones(3, 1).expand(3, 4),
+             "neg": a.flip(0), "empty": torch.empty(0, 5), "empty_view": a[:, :0],
+             "scalar": torch.tensor(2.5), "channels_last": torch.randn(2, 3, 4, 5).to(
+                 memory_format=torch.channels_last)}
+    s, _ = program.roundtrip(state)
+    for key, t in state.items():
+        assert torch.equal(s[key], t) and s[key].stride() == t.stride(), key
+        assert s[key].storage_offset() == t.storage_offset(), key
+
+
+def test_parameters_subclasses_grad_and_leaf_hooks(program):
+    mod = program.module("umod", """
+        import torch
+        class Tagged(torch.nn.Parameter):
+            pass
+        class Plain(torch.Tensor):
+            pass
+        seen = []
+        def hook(grad):
+            seen.append(float(grad.sum()))
+        def make():
+            w = Tagged(torch.ones(2, 2))
+            w.tag = "kept"
+            (w * 3).sum().backward()
+            leaf = torch.ones(3, requires_grad=True)
+            leaf.register_hook(hook)
+            frozen = torch.nn.Parameter(torch.zeros(2), requires_grad=False)
+            return {"w": w, "leaf": leaf, "frozen": frozen,
+                    "plain": torch.arange(3.0).as_subclass(Plain)}
+    """)
+    s, _ = program.roundtrip(mod.make())
+    m2 = sys.modules["umod"]
+    w = s["w"]
+    assert type(w) is m2.Tagged and w.requires_grad and w.tag == "kept"
+    assert torch.equal(w.grad, torch.full((2, 2), 3.0))
+    assert type(s["plain"]) is m2.Plain and torch.equal(s["plain"], torch.arange(3.0))
+    assert type(s["frozen"]) is torch.nn.Parameter and not s["frozen"].requires_grad
+    (s["leaf"] * 2).sum().backward()                   # the hook still fires
+    assert m2.seen == [6.0] and torch.equal(s["leaf"].grad, torch.full((3,), 2.0))
+
+
+def test_sparse_coo_tensors(program):
+    i = torch.tensor([[0, 1, 1, 0], [2, 0, 2, 2]])
+    v = torch.tensor([3.0, 4.0, 5.0, 1.0])
+    raw = torch.sparse_coo_tensor(i, v, (2, 3))                      # not coalesced
+    state = {"raw": raw, "coalesced": raw.coalesce(),
+             "grad": torch.sparse_coo_tensor(i, v, (2, 3)).coalesce().requires_grad_()}
+    s, _ = program.roundtrip(state)
+    assert not s["raw"].is_coalesced() and torch.equal(s["raw"]._values(), v)
+    assert s["coalesced"].is_coalesced()
+    assert torch.equal(s["coalesced"].to_dense(), raw.to_dense())
+    assert s["grad"].requires_grad and s["grad"].layout == torch.sparse_coo
+
+
+def test_other_layouts_are_refused_naming_the_variable(program):
+    csr = torch.eye(3).to_sparse_csr()
+    with pytest.raises(Unsaveable) as e:
+        program.write({"x": csr}, roots={"local 'adjacency'": csr})
+    assert "local 'adjacency'" in str(e.value) and "sparse_csr" in str(e.value)
+
+
+def test_live_graph_is_refused_naming_the_variable(program):
+    w = torch.ones(3, requires_grad=True)
+    total = (w * w).sum()                           # could still be back-propagated
+    with pytest.raises(Unsaveable) as e:
+        program.write({"x": [total]}, roots={"local 'total'": total})
+    assert "local 'total'" in str(e.value) and "live autograd graph" in str(e.value)
+    sums = w + w                                     # saves no tensor: still live
+    with pytest.raises(Unsaveable):
+        program.write({"x": sums}, roots={"local 'sums'": sums})
+
+
+def test_consumed_graph_is_saved_as_a_leaf(program):
+    w = torch.ones(3, requires_grad=True)
+    h = torch.tanh(w * 2)
+    h.sum().backward()                               # frees h's graph
+    s, _ = program.roundtrip({"h": h})
+    assert s["h"].grad_fn is None and not s["h"].requires_grad
+    assert torch.equal(s["h"], h.detach())
+    assert len(torch_state.CUT_GRAPHS) == 1 and "TanhBackward" in torch_state.CUT_GRAPHS[0]
+
+
+def test_inference_and_meta_tensors(program):
+    with torch.inference_mode():
+        inf = torch.arange(4.0)
+    meta = torch.empty(5, 2, device="meta").t()
+    s, _ = program.roundtrip({"inf": inf, "meta": meta})
+    assert s["inf"].is_inference() and torch.equal(s["inf"], inf)
+    assert s["meta"].is_meta and s["meta"].shape == (2, 5) and s["meta"].stride() == (1, 2)
+
+
+def test_generators(program):
+    g = torch.Generator().manual_seed(7)
+    torch.manual_seed(11)
+    torch.rand(3, generator=g)
+    s, _ = program.roundtrip({"g": g, "default": torch.default_generator})
+    assert s["default"] is torch.default_generator
+    assert torch.equal(torch.rand(4, generator=s["g"]), torch.rand(4, generator=g))
+
+
+# --- training state ---------------------------------------------------------------
+
+TRAINING = """
+    import torch
+    calls = []
+    def forward_hook(module, inputs, output):
+        calls.append(("forward", type(module).__name__))
+    class Net(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc1 = torch.nn.Linear(4, 8)
+            self.drop = torch.nn.Dropout(0.25)
+            self.fc2 = torch.nn.Linear(8, 1)
+            self.register_buffer("seen", torch.zeros(()))
+        def forward(self, x):
+            self.seen += len(x)
+            return self.fc2(self.drop(torch.relu(self.fc1(x))))
+    def build(kind):
+        torch.manual_seed(0)
+        net = Net()
+        net.fc1.register_forward_hook(forward_hook)
+        net.fc2.register_forward_hook(lambda m, i, o: calls.append(("lambda", o.shape[0])))
+        net.register_full_backward_hook(lambda m, gi, go: calls.append(("backward", len(go))))
+        if kind == "adam":
+            opt = torch.optim.Adam(net.parameters(), lr=0.01)
+        elif kind == "adamw":
+            opt = torch.optim.AdamW(net.parameters(), lr=0.01, weight_decay=0.1)
+        else:
+            opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9, nesterov=True)
+        sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0 / (1 + step))
+        step_lr = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
+        return {"net": net, "opt": opt, "sched": sched, "step_lr": step_lr}
+    def train(s, steps):
+        losses = []
+        for i in range(steps):
+            x = torch.randn(5, 4)
+            loss = s["net"](x).pow(2).mean()
+            s["opt"].zero_grad()
+            loss.backward()
+            s["opt"].step()
+            s["sched"].step()
+            s["step_lr"].step()
+            losses.append(loss.item())
+        return losses
+"""
+
+
+@pytest.mark.parametrize("kind", ["adam", "adamw", "sgd"])
+def test_training_continues_bit_for_bit(program, kind):
+    mod = program.module("trainer", TRAINING)
+    s = mod.build(kind)
+    mod.train(s, 3)
+    saved_rng = torch.get_rng_state()
+    restored, _ = program.roundtrip({"s": s, "rng": saved_rng})
+    m2 = sys.modules["trainer"]
+    r = restored["s"]
+    assert r["opt"].param_groups[0]["params"][0] is r["net"].fc1.weight
+    assert set(map(id, r["opt"].state)) == set(map(id, r["net"].parameters()))
+    assert r["sched"].optimizer is r["opt"] and r["step_lr"].optimizer is r["opt"]
+    del mod.calls[:], m2.calls[:]
+    torch.set_rng_state(saved_rng)
+    expected = mod.train(s, 4)
+    torch.set_rng_state(restored["rng"])
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")                # e.g. "optimizer.step() overridden"
+        got = m2.train(r, 4)
+    assert got == expected
+    for a, b in zip(s["net"].state_dict().values(), r["net"].state_dict().values()):
+        assert raw_bytes(a) == raw_bytes(b)
+    assert r["opt"]._step_count == s["opt"]._step_count == 7
+    assert r["sched"].get_last_lr() == s["sched"].get_last_lr()
+    assert [c for c in m2.calls] == [c for c in mod.calls]           # hooks fire
+    assert ("backward", 1) in m2.calls and ("lambda", 5) in m2.calls
+
+
+def test_grad_scaler(program):
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                 # "CUDA is not available"
+        off = torch.cuda.amp.GradScaler()
+    from torch.cuda.amp.grad_scaler import _refresh_per_optimizer_state
+    on = torch.cuda.amp.GradScaler.__new__(torch.cuda.amp.GradScaler)
+    on.__dict__.update(            # as GradScaler(enabled=True) on a GPU, after scale()
+        _enabled=True, _init_scale=2.0 ** 16, _scale=torch.tensor(1024.0),
+        _growth_factor=2.0, _backoff_factor=0.5, _growth_interval=2000,
+        _init_growth_tracker=0, _growth_tracker=torch.tensor(3, dtype=torch.int32),
+        _per_optimizer_states=collections.defaultdict(_refresh_per_optimizer_state))
+    on._per_optimizer_states[id(object())]["stage"] = "unscaled"    # mid-iteration
+    s, _ = program.roundtrip({"off": off, "on": on})
+    assert not s["off"].is_enabled()
+    assert s["on"].is_enabled() and s["on"]._scale.item() == 1024.0
+    assert s["on"]._growth_tracker.item() == 3 and not s["on"]._per_optimizer_states
+    assert s["on"]._per_optimizer_states[1]["found_inf_per_device"] == {}
+
+
+def test_entered_inference_mode_is_entered_again(program):
+    ctx = torch.inference_mode()
+    ctx.__enter__()
+    try:
+        info = program.write({"ctx": ctx})
+    finally:
+        ctx.__exit__(None, None, None)
+    assert not torch.is_inference_mode_enabled()
+    s = program.read(info)
+    assert hasattr(s["ctx"], "_inference_mode_raii_guard")   # entered in this process
+    assert torch.is_inference_mode_enabled()
+    s["ctx"].__exit__(None, None, None)
+    assert not torch.is_inference_mode_enabled()
+
+
+# --- process-wide state -----------------------------------------------------------
+
+@pytest.fixture
+def torch_flags():
+    saved = torch_state.capture_process()
+    yield
+    torch_state.restore_process(saved)
+
+
+def test_process_state_round_trips(torch_flags):
+    torch.manual_seed(5)
+    torch.set_default_dtype(torch.float64)
+    threads = max(1, torch.get_num_threads() - 1) if torch.get_num_threads() > 1 else 2
+    torch.set_num_threads(threads)
+    torch.use_deterministic_algorithms(True, warn_only=True)
+    torch.set_grad_enabled(False)
+    torch.set_float32_matmul_precision("medium")
+    torch.backends.cudnn.benchmark = True
+    torch.set_autocast_cpu_enabled(True)
+    torch.set_autocast_cpu_dtype(torch.bfloat16)
+    saved = torch_state.capture_process()
+    expected = torch.rand(3)
+    import pickle
+    saved = pickle.loads(pickle.dumps(saved))          # what the checkpoint carries
+    torch.manual_seed(99)
+    torch.set_default_dtype(torch.float32)
+    torch.set_num_threads(1 if threads != 1 else 2)
+    torch.use_deterministic_algorithms(False)
+    torch.set_grad_enabled(True)
+    torch.set_float32_matmul_precision("highest")
+    torch.backends.cudnn.benchmark = False
+    torch.set_autocast_cpu_enabled(False)
+    torch_state.restore_process(saved)
+    assert torch.equal(torch.rand(3), expected)
+    assert torch.get_default_dtype() == torch.float64
+    assert torch.get_num_threads() == threads
+    assert torch.are_deterministic_algorithms_enabled()
+    assert torch.is_deterministic_algorithms_warn_only_enabled()
+    assert not torch.is_grad_enabled()
+    assert torch.get_float32_matmul_precision() == "medium"
+    assert torch.backends.cudnn.benchmark
+    assert torch.is_autocast_cpu_enabled() and torch.get_autocast_cpu_dtype() == torch.bfloat16
+    assert saved["cuda_rng"] is None                    # CUDA never initialised here
+
+
+def test_plugin_gives_nothing_without_torch(monkeypatch):
+    monkeypatch.delitem(sys.modules, "torch")
+    assert torch_state.capture_process() is None
+    assert torch_state.reducers() == {} and torch_state.subclass_reducers() == {}
+
+
+# --- the CUDA path, on CPU ----------------------------------------------------------
+
+class RecordingSource:
+    """A stand-in for a device tensor: records every slice that is copied."""
+
+    def __init__(self, data):
+        self.data, self.slices = data, []
+
+    def __getitem__(self, key):
+        self.slices.append((key.start, key.stop))
+        return self.data[key]
+
+
+def test_device_copies_go_in_bounded_chunks():
+    data = torch.randint(0, 256, (10 * 1000 + 7,), dtype=torch.uint8)
+    src = RecordingSource(data)
+    dst = torch.zeros_like(data)
+    torch_state.copy_in_chunks(src, dst, chunk_bytes=1000)
+    assert torch.equal(dst, data)
+    assert all(stop - start <= 1000 for start, stop in src.slices)
+    assert src.slices[0][0] == 0 and src.slices[-1][1] == len(data)
+    assert all(a[1] == b[0] for a, b in zip(src.slices, src.slices[1:]))  # no gap
+
+
+def test_spill_goes_to_a_shared_file_mapping(tmp_path, monkeypatch):
+    monkeypatch.setenv("PORTAL_SPILL_DIR", str(tmp_path))
+    t = torch.arange(3000, dtype=torch.int32)
+    buf = torch_state._spill_device_storage(t.storage().untyped(), chunk_bytes=4096)
+    assert bytes(buf.raw()) == raw_bytes(t)
+    assert os.listdir(tmp_path) == []                   # the spill file is unlinked
+    import mmap
+    assert isinstance(buf.raw().obj, mmap.mmap)
+    storage = torch_state._device_storage_from_host(buf.raw(), "cpu", 0, chunk_bytes=100)
+    back = torch.empty(0, dtype=torch.int32).set_(
+        torch.storage.TypedStorage(wrap_storage=storage, dtype=torch.int32))
+    assert torch.equal(back, t)
+    assert torch_state._spill_device_storage(torch.empty(0).storage().untyped()).raw().nbytes == 0
+
+
+def test_device_map():
+    assert torch_state.parse_device_map("0:1, 2:0") == {0: 1, 2: 0}
+    assert torch_state.parse_device_map("") == {}
+    assert torch_state._map_device(0, {"PORTAL_DEVICE_MAP": "0:1"}) == 1
+    assert torch_state._map_device(3, {"PORTAL_DEVICE_MAP": "0:1"}) == 3
+    with pytest.raises(ValueError, match="PORTAL_DEVICE_MAP: 'x1' is not FROM:TO"):
+        torch_state.parse_device_map("x1")
+
+
+def test_missing_device_is_named_with_the_fix():
+    if torch.cuda.is_available():
+        pytest.skip("a GPU is present: the missing-device path needs a machine without one")
+    with pytest.raises(RuntimeError, match=r"portal: cuda:0: .*PORTAL_DEVICE_MAP"):
+        torch_state._device_storage_from_host(bytearray(8), "cuda", 0)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="no GPU here: CUDA tensors "
+                    "cannot be tested on this machine (reviewed, see docs/torch.md)")
+def test_cuda_tensors_round_trip(program):
+    t = torch.arange(1 << 20, dtype=torch.float32, device="cuda")
+    s, blobs = program.roundtrip({"t": t, "v": t[::3]})
+    assert s["t"].device == t.device and torch.equal(s["t"], t)
+    assert s["v"].data_ptr() != t.data_ptr() and blobs == t.numel() * 4
