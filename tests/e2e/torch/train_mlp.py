@@ -26,8 +26,8 @@ class MLP(nn.Module):
         self.fc2 = nn.Linear(32, 1)
 
     def forward(self, x):
-        h = torch.relu(self.fc1(x))
-        h = self.drop(h)  # [dropout]
+        h = torch.relu(self.fc1(x))  # [fc1]
+        h = self.drop(h)
         return self.fc2(h)
 
 
