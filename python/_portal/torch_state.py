@@ -58,6 +58,7 @@ import os
 import pickle
 import sys
 import tempfile
+import weakref
 
 from _portal.reducers import _Refuse
 
@@ -81,15 +82,17 @@ class Unsupported(_Refuse):
 
 class _Storage:
     """One storage, shared by all tensors that view it (one memo entry)."""
-    __slots__ = ("storage",)
+    __slots__ = ("storage", "__weakref__")
 
     def __init__(self, storage):
         self.storage = storage
 
 
-# One wrapper per storage for the capture under way (reset by reducers()).  A
-# wrapper holds its storage, so a key cannot be reused by another storage.
-_storages = {}
+# One wrapper per storage while a pickler holds it (its memo does, for the whole
+# dump): weak, so that nothing of the program's memory is kept after a capture that
+# the program survives.  A live wrapper holds its storage, so while a wrapper is in
+# here no other storage can have its key.
+_storages = weakref.WeakValueDictionary()
 
 
 def _torch():
@@ -182,6 +185,14 @@ def _rb_default_generator(state):
     import torch
     torch.default_generator.set_state(state)
     return torch.default_generator
+
+
+def _rb_cuda_default_generator(index, state):
+    """A CUDA device's default generator, in place, on the mapped device."""
+    import torch
+    g = torch.cuda.default_generators[_map_device(index)]
+    g.set_state(state)
+    return g
 
 
 def _rb_object(cls):
@@ -311,8 +322,8 @@ def reduce_generator(g):
     torch = _torch()
     if g is torch.default_generator:
         return (_rb_default_generator, (g.get_state(),))
-    if g.device.type == "cuda" and g in getattr(torch.cuda, "default_generators", ()):
-        return NotImplemented       # its state is in capture_process()
+    if g.device.type == "cuda" and any(g is d for d in torch.cuda.default_generators):
+        return (_rb_cuda_default_generator, (g.device.index or 0, g.get_state()))
     return (_rb_generator, (str(g.device), g.get_state()))
 
 

@@ -67,13 +67,22 @@ def curve_and_digest(stdout):
 # each suspension report starts with.
 CASES = {
     "torch-in-loop": [("forward", 8, "torch", "torch.cuda.OutOfMemoryError: CUDA out of memory")],
-    "cpu-in-forward": [("fc1", 20, "cpu", "RuntimeError: [enforce fail at alloc_cpu.cpp")],
-    "both": [("forward", 5, "torch", "torch.cuda.OutOfMemoryError"),
+    "torch-then-cpu-in-forward": [("forward", 5, "torch", "torch.cuda.OutOfMemoryError"),
              ("fc1", 27, "cpu", "RuntimeError: [enforce fail at alloc_cpu.cpp")],
 }
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
+# An error in backward(): the failed iteration's forward pass already drew dropout's
+# random numbers (and ran the hook) when the state is saved; run again, the
+# iteration draws other ones.  A known gap: what an iteration did before the error
+# is not undone (docs/torch.md, "Known gaps").
+CASES["cpu-in-backward"] = [("backward", 10, "cpu", "RuntimeError: [enforce fail at alloc_cpu.cpp")]
+KNOWN_GAP = pytest.mark.xfail(strict=True, reason="an iteration's RNG draws before the error are "
+                              "not undone (docs/torch.md, Known gaps)")
+
+
+@pytest.mark.parametrize("case", [pytest.param(c, marks=KNOWN_GAP) if c == "cpu-in-backward"
+                                  else c for c in sorted(CASES)])
 def test_training_resumes_bit_for_bit(case, python_run, corpus, tmp_path, portal_run,
                                       portal_cli):
     stops = CASES[case]

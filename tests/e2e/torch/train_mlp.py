@@ -48,7 +48,7 @@ def train(epoch):
         xb, yb = X[idx], Y[idx]
         out = model(xb)  # [forward]
         loss = loss_fn(out, yb) / ACCUM
-        loss.backward()
+        loss.backward()  # [backward]
         if (step + 1) % ACCUM == 0:
             optimizer.step()
             optimizer.zero_grad()

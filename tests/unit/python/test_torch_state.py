@@ -492,3 +492,12 @@ def test_cuda_tensors_round_trip(program):
     s, blobs = program.roundtrip({"t": t, "v": t[::3]})
     assert s["t"].device == t.device and torch.equal(s["t"], t)
     assert s["v"].data_ptr() != t.data_ptr() and blobs == t.numel() * 4
+
+
+def test_a_capture_keeps_no_storage_alive(program):
+    import gc
+    t = torch.ones(1000)
+    program.write({"t": t})
+    del t
+    gc.collect()
+    assert len(torch_state._storages) == 0  # a program that goes on frees its tensors
