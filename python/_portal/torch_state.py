@@ -437,6 +437,16 @@ def restore_process(s):
 # CUDA: the only code that touches a device.  Not run in CI (no GPU there); the
 # chunking and the device map are unit-tested on CPU.
 
+def release_cached_device_memory():
+    """Give the CUDA caching allocator's free blocks back to the driver (meant to
+    be called by the capture once the frames inside the loop are cleared, so the
+    memory they held is not kept cached by a process that is about to exit or to
+    go on with less).  Does nothing unless the program initialised CUDA."""
+    torch = _torch()
+    if torch is not None and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
 def copy_in_chunks(src, dst, chunk_bytes=None):
     """Copy 1-D uint8 tensor ``src`` into ``dst`` (same length), at most
     ``chunk_bytes`` per copy: no copy needs staging larger than a chunk."""

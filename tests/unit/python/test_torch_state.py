@@ -143,7 +143,6 @@ def test_every_dtype_round_trips_bit_for_bit(program):
     g = torch.Generator().manual_seed(0)
     state = {}
     for dtype in DTYPES:
-        bits = torch.randint(0, 256, (7, 3), dtype=torch.uint8, generator=g)
         size = torch.empty(0, dtype=dtype).element_size()
         bits = torch.randint(0, 256, (7 * 3 * size,), dtype=torch.uint8, generator=g)
         t = torch.empty(7, 3, dtype=dtype)
@@ -153,8 +152,12 @@ def test_every_dtype_round_trips_bit_for_bit(program):
     state["quint8"] = torch.quantize_per_tensor(x, 0.1, 3, torch.quint8)
     state["qint8"] = torch.quantize_per_tensor(x, 0.05, 0, torch.qint8)
     state["qint32"] = torch.quantize_per_tensor(x, 0.01, 1, torch.qint32)
+    state["quint4x2"] = torch.quantize_per_tensor(x, 0.5, 2, torch.quint4x2)
+    state["quint2x4"] = torch.quantize_per_tensor(x, 0.5, 1, torch.quint2x4)
     state["per_channel"] = torch.quantize_per_channel(
         x, torch.tensor([0.1, 0.2, 0.3, 0.4]), torch.tensor([0, 1, 2, 3]), 0, torch.quint8)
+    every = {v for v in vars(torch).values() if isinstance(v, torch.dtype)}
+    assert {t.dtype for t in state.values()} == every            # none left out
     s, _ = program.roundtrip(state)
     for key, t in state.items():
         r = s[key]
@@ -501,3 +504,15 @@ def test_a_capture_keeps_no_storage_alive(program):
     del t
     gc.collect()
     assert len(torch_state._storages) == 0  # a program that goes on frees its tensors
+
+
+def test_inference_mode_without_its_context_object_is_held(torch_flags):
+    with torch.inference_mode():
+        saved = torch_state.capture_process()
+    assert saved["inference"] and not torch.is_inference_mode_enabled()
+    torch_state.restore_process(saved)
+    try:
+        assert torch.is_inference_mode_enabled() and len(torch_state._HELD_GUARDS) == 1
+    finally:
+        torch_state._HELD_GUARDS.pop()
+    assert not torch.is_inference_mode_enabled()
