@@ -17,7 +17,9 @@ Tensors
 
 Refusals (the capture's error path names the variable holding the tensor)
     - a tensor with a live autograd graph (``grad_fn`` set and the graph not yet
-      consumed by ``backward()``): saving it would silently cut the graph;
+      consumed by ``backward()``): saving it would silently cut the graph; except
+      a view of a leaf (``w[0]`` of a Parameter): it is taken again on the
+      restored leaf, so gradients still reach the leaf;
     - other layouts (CSR, CSC ...), other devices (mps, xla ...), other quantizer
       schemes.
     A tensor whose graph has been consumed (``backward()`` freed the buffers the
@@ -143,6 +145,13 @@ def _rb_tensor(cls, storage, dtype, offset, size, stride, requires_grad, quantiz
     return _finish(t, cls, requires_grad)
 
 
+def _rb_view_of_leaf(base, offset, size, stride):
+    """A view of a leaf that requires grad: the gradient flows to the leaf again."""
+    import torch
+    with torch.enable_grad():
+        return base.as_strided(size, stride, offset)
+
+
 def _rb_meta(cls, dtype, size, stride, requires_grad):
     import torch
     t = torch.empty_strided(size, stride, dtype=dtype, device="meta")
@@ -218,10 +227,12 @@ def _refuse(reason):
 
 
 def _state(t):
-    hooks = t._backward_hooks if t.grad_fn is None else None
-    if t.grad is None and not t.__dict__ and not hooks:
+    leaf = t.grad_fn is None
+    hooks = t._backward_hooks if leaf else None
+    grad = t.grad if leaf or t.retains_grad else None   # no warning for other non-leaves
+    if grad is None and not t.__dict__ and not hooks:
         return None
-    return (t.grad, dict(t.__dict__) or None, hooks or None)
+    return (grad, dict(t.__dict__) or None, hooks or None)
 
 
 def reduce_tensor(t):
@@ -229,6 +240,10 @@ def reduce_tensor(t):
     torch = _torch()
     requires_grad = t.requires_grad
     if t.grad_fn is not None:
+        base = _leaf_base(t)
+        if base is not None:
+            return (_rb_view_of_leaf, (base, t.storage_offset(), tuple(t.shape), t.stride()),
+                    _state(t), None, None, _set_tensor_state)
         if not _graph_consumed(t.grad_fn):
             _refuse(f"tensor is part of a live autograd graph (grad_fn="
                     f"{type(t.grad_fn).__name__}) that could still be back-propagated; "
@@ -259,6 +274,20 @@ def reduce_tensor(t):
     return (_rb_tensor, (cls, wrapper, t.dtype, t.storage_offset(), tuple(t.shape),
                          t.stride(), requires_grad, quantizer, t.is_inference()),
             _state(t), None, None, _set_tensor_state)
+
+
+def _leaf_base(t):
+    """The leaf a differentiable view was taken from (``w[0]``, ``p.chunk(2)``,
+    ``p.t()`` of a Parameter), when the view can be taken again on the restored
+    leaf: same dtype and device, strided.  Its graph is then rebuilt, not cut."""
+    torch = _torch()
+    if not t._is_view() or t.layout != torch.strided or t.is_quantized:
+        return None
+    base = t._base
+    if base is None or base.grad_fn is not None or not base.requires_grad or \
+            base.dtype != t.dtype or base.device != t.device:
+        return None
+    return base
 
 
 def _quantizer(t):

@@ -243,6 +243,19 @@ def test_live_graph_is_refused_naming_the_variable(program):
         program.write({"x": sums}, roots={"local 'sums'": sums})
 
 
+def test_a_view_of_a_leaf_keeps_its_gradient_path(program):
+    w = torch.nn.Parameter(torch.arange(6.0).reshape(2, 3))
+    first, second = w.chunk(2)
+    state = {"w": w, "first": first, "col": w.t()[1]}
+    s, _ = program.roundtrip(state)
+    assert s["first"].grad_fn is not None and torch.equal(s["first"], first)
+    assert torch.equal(s["col"], state["col"])
+    (s["first"].sum() * 2 + s["col"].sum()).backward()
+    assert torch.equal(s["w"].grad, torch.tensor([[2.0, 3.0, 2.0], [0.0, 1.0, 0.0]]))
+    s["w"].data[0, 0] = 9                      # still a view of the restored leaf
+    assert s["first"][0, 0] == 9
+
+
 def test_consumed_graph_is_saved_as_a_leaf(program):
     w = torch.ones(3, requires_grad=True)
     h = torch.tanh(w * 2)
