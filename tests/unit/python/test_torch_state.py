@@ -304,7 +304,7 @@ TRAINING = """
     def build(kind):
         torch.manual_seed(0)
         net = Net()
-        net.fc1.register_forward_hook(forward_hook)
+        handle = net.fc1.register_forward_hook(forward_hook)
         net.fc2.register_forward_hook(lambda m, i, o: calls.append(("lambda", o.shape[0])))
         net.register_full_backward_hook(lambda m, gi, go: calls.append(("backward", len(go))))
         if kind == "adam":
@@ -315,7 +315,7 @@ TRAINING = """
             opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9, nesterov=True)
         sched = torch.optim.lr_scheduler.LambdaLR(opt, lambda step: 1.0 / (1 + step))
         step_lr = torch.optim.lr_scheduler.StepLR(opt, step_size=2, gamma=0.5)
-        return {"net": net, "opt": opt, "sched": sched, "step_lr": step_lr}
+        return {"net": net, "opt": opt, "sched": sched, "step_lr": step_lr, "handle": handle}
     def train(s, steps):
         losses = []
         for i in range(steps):
@@ -358,6 +358,8 @@ def test_training_continues_bit_for_bit(program, kind):
     assert r["sched"].get_last_lr() == s["sched"].get_last_lr()
     assert [c for c in m2.calls] == [c for c in mod.calls]           # hooks fire
     assert ("backward", 1) in m2.calls and ("lambda", 5) in m2.calls
+    r["handle"].remove()                                  # the user's handle still works
+    assert not r["net"].fc1._forward_hooks and s["net"].fc1._forward_hooks
 
 
 def test_grad_scaler(program):
