@@ -214,8 +214,10 @@ def _set_dict(obj, d):
 
 def _set_inference_mode(obj, d):
     import torch
+    d = dict(d)
+    entered = d.pop("_portal_entered", False)
     obj.__dict__.update(d)
-    if d.pop("_portal_entered", False):
+    if entered:
         obj._inference_mode_raii_guard = torch._C._InferenceMode(obj.mode)
 
 

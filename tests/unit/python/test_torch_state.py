@@ -391,7 +391,8 @@ def test_entered_inference_mode_is_entered_again(program):
         ctx.__exit__(None, None, None)
     assert not torch.is_inference_mode_enabled()
     s = program.read(info)
-    assert hasattr(s["ctx"], "_inference_mode_raii_guard")   # entered in this process
+    assert set(vars(s["ctx"])) == set(vars(torch.inference_mode())) | {
+        "_inference_mode_raii_guard"}                        # entered in this process
     assert torch.is_inference_mode_enabled()
     s["ctx"].__exit__(None, None, None)
     assert not torch.is_inference_mode_enabled()
