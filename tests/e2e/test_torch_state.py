@@ -67,8 +67,9 @@ def curve_and_digest(stdout):
 # each suspension report starts with.
 CASES = {
     "torch-in-loop": [("forward", 8, "torch", "torch.cuda.OutOfMemoryError: CUDA out of memory")],
+    # two suspensions; the second inside MLP.forward (a frame below the loop's)
     "torch-then-cpu-in-forward": [("forward", 5, "torch", "torch.cuda.OutOfMemoryError"),
-             ("fc1", 27, "cpu", "RuntimeError: [enforce fail at alloc_cpu.cpp")],
+                                  ("fc1", 27, "cpu", "RuntimeError: [enforce fail at alloc_cpu.cpp")],
 }
 
 
