@@ -307,12 +307,14 @@ def _graph_consumed(grad_fn, limit=100000):
     """Whether backward() already ran through this graph: some node saved tensors
     and every node that did has had them freed.  A graph holding no saved tensor
     at all (``a + b`` of leaves) can be back-propagated again: not consumed."""
-    seen, todo, freed = set(), [grad_fn], 0
+    # A node's Python object lives only while referenced (a new one, maybe at a
+    # freed one's address, comes next time): ``seen`` keeps them, so ids are unique.
+    seen, todo, freed = {}, [grad_fn], 0
     while todo and len(seen) < limit:
         node = todo.pop()
         if node is None or id(node) in seen:
             continue
-        seen.add(id(node))
+        seen[id(node)] = node
         for name in dir(node):
             if not name.startswith("_saved_"):
                 continue

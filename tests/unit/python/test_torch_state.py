@@ -266,6 +266,19 @@ def test_consumed_graph_is_saved_as_a_leaf(program):
     assert len(torch_state.CUT_GRAPHS) == 1 and "TanhBackward" in torch_state.CUT_GRAPHS[0]
 
 
+def test_consumed_graph_deep_below_a_node_that_saved_nothing(program):
+    rnn, lin = torch.nn.GRU(4, 4, batch_first=True), torch.nn.Linear(4, 3)
+    y, h = rnn(torch.randn(2, 5, 4))
+    out = lin(y)                                 # AddBackward0 <- view <- mm: saved below
+    (out.sum() + h.sum()).backward()
+    s, _ = program.roundtrip({"out": out, "h": h})
+    assert torch.equal(s["out"], out.detach()) and torch.equal(s["h"], h.detach())
+    w = torch.ones(3, requires_grad=True)
+    live = torch.tanh(w) + 1                    # the same shape of graph, not consumed
+    with pytest.raises(Unsaveable, match="live autograd graph"):
+        program.write({"live": live})
+
+
 def test_inference_and_meta_tensors(program):
     with torch.inference_mode():
         inf = torch.arange(4.0)
