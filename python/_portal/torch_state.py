@@ -15,17 +15,20 @@ Tensors
     tensors from their indices and values; meta tensors without data.
     CUDA tensors: see "CUDA" below.
 
+Autograd graphs (autograd.py tells them apart)
+    - a tensor with a live graph (``grad_fn`` set, the graph not consumed by
+      ``backward()``) raises ``DeclineLoop``: saving it would silently cut the
+      graph, so this loop is not the resume point and the next loop out is tried;
+      except a view of a leaf (``w[0]`` of a Parameter), which is taken again on
+      the restored leaf, so gradients still reach the leaf;
+    - a tensor whose graph was consumed (backward() freed its buffers: going back
+      through it again is an error anyway) is saved as a leaf with its values
+      (``requires_grad=False``, as ``.detach()`` gives) and put in
+      ``autograd.CUT``, which the suspend message names.
+
 Refusals (the capture's error path names the variable holding the tensor)
-    - a tensor with a live autograd graph (``grad_fn`` set and the graph not yet
-      consumed by ``backward()``): saving it would silently cut the graph; except
-      a view of a leaf (``w[0]`` of a Parameter): it is taken again on the
-      restored leaf, so gradients still reach the leaf;
     - other layouts (CSR, CSC ...), other devices (mps, xla ...), other quantizer
       schemes.
-    A tensor whose graph has been consumed (``backward()`` freed the buffers the
-    graph saved, so back-propagating through it again is an error anyway) is saved
-    as a leaf with its values (``requires_grad=False``, as ``.detach()`` gives);
-    its description is added to ``CUT_GRAPHS`` for the suspend message.
 
 Training objects
     ``nn.Module`` (hooks included: they are functions in its dicts) and LR
@@ -62,16 +65,13 @@ import sys
 import tempfile
 import weakref
 
-from _portal.reducers import _Refuse
+from _portal.reducers import DeclineLoop, _Refuse
 
 PickleBuffer = pickle.PickleBuffer
 
 #: Largest single host<->device copy.  Bounds the staging the CUDA runtime needs
 #: for a pageable copy, and keeps each copy short.
 CUDA_CHUNK_BYTES = 64 << 20
-
-#: Descriptions of tensors whose consumed graph was cut at the last capture.
-CUT_GRAPHS = []
 
 #: Inference-mode guards entered by the restore (kept alive until the program
 #: leaves the ``with torch.inference_mode()`` block, or for good when none).
@@ -246,12 +246,11 @@ def reduce_tensor(t):
         if base is not None:
             return (_rb_view_of_leaf, (base, t.storage_offset(), tuple(t.shape), t.stride()),
                     _state(t), None, None, _set_tensor_state)
-        if not _graph_consumed(t.grad_fn):
-            _refuse(f"tensor is part of a live autograd graph (grad_fn="
-                    f"{type(t.grad_fn).__name__}) that could still be back-propagated; "
-                    f"saving it would cut the graph")
-        CUT_GRAPHS.append(f"{tuple(t.shape)} {t.dtype} tensor (grad_fn="
-                          f"{type(t.grad_fn).__name__}, graph already consumed)")
+        from _portal import autograd
+        if autograd.graph_state(t) == "live":
+            raise DeclineLoop(f"a tensor in a live autograd graph (grad_fn={type(t.grad_fn).__name__}): "
+                              f"it could still be back-propagated, and saving it would cut its graph")
+        autograd.CUT.append(t)          # saved as a leaf; the suspend message names it
         t, requires_grad = t.detach(), False
     cls = type(t)
     if t.layout == torch.sparse_coo:
@@ -303,44 +302,6 @@ def _quantizer(t):
     _refuse(f"quantized tensors with scheme {scheme} are not supported")
 
 
-def _graph_consumed(grad_fn, limit=100000):
-    """Whether backward() already ran through this graph: some node saved tensors
-    and every node that did has had them freed.  A graph holding no saved tensor
-    at all (``a + b`` of leaves) can be back-propagated again: not consumed."""
-    # A node's Python object lives only while referenced (a new one, maybe at a
-    # freed one's address, comes next time): ``seen`` keeps them, so ids are unique.
-    seen, todo, freed = {}, [grad_fn], 0
-    while todo and len(seen) < limit:
-        node = todo.pop()
-        if node is None or id(node) in seen:
-            continue
-        seen[id(node)] = node
-        for name in dir(node):
-            if not name.startswith("_saved_"):
-                continue
-            try:
-                value = getattr(node, name)
-            except RuntimeError as e:
-                if "freed" not in str(e):
-                    raise
-                freed += 1
-                continue
-            if _holds_tensor(value):
-                return False            # a saved tensor still there: live
-        todo.extend(fn for fn, _ in node.next_functions)
-    return freed > 0
-
-
-def _holds_tensor(value):
-    """Non-tensor saved attributes (sizes, scalars) stay readable after backward."""
-    torch = _torch()
-    if isinstance(value, torch.Tensor):
-        return True
-    if isinstance(value, (tuple, list)):
-        return any(isinstance(v, torch.Tensor) for v in value)
-    return False
-
-
 def reduce_storage(wrapper):
     storage = wrapper.storage
     if storage.device.type == "cpu":
@@ -386,7 +347,6 @@ def reduce_inference_mode(ctx):
 def reducers():
     """Exact types.  Starts a capture: forgets the storages of the last one."""
     _storages.clear()
-    del CUT_GRAPHS[:]
     torch = _torch()
     if torch is None:
         return {}

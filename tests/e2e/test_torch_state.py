@@ -5,11 +5,8 @@ kind (`torch`: torch.cuda.OutOfMemoryError) and of the CPU allocator's (`cpu`), 
 resumed by `portal resume JOB` in a new process, as many times as it suspends,
 and ends with python's output: the same loss curve, line for line, and the same
 sha256 of every state_dict tensor's bytes (model and optimizer), bit for bit.
-
-A tensor whose autograd graph could still be back-propagated is never cut
-(torch/live_graph.py): the job is not rescued, the error goes on as in python, and
-Portal's message names the variable; one whose graph backward() has consumed (a
-hidden state carried across batches, torch/tbptt.py) is saved as a leaf.
+(Autograd graphs, live and consumed, and other training scripts are tested in
+test_training.py.)
 """
 import re
 import shutil
@@ -112,34 +109,3 @@ def test_training_resumes_bit_for_bit(case, python_run, corpus, tmp_path, portal
     stdout = b"".join(r.stdout for r in runs)
     assert curve_and_digest(stdout) == (curve, digest)
     assert stdout == python.stdout                      # hook counts too
-
-
-def test_carried_hidden_state_resumes_bit_for_bit(corpus, tmp_path, portal_run, portal_cli):
-    """torch/tbptt.py: the GRU's hidden state, carried across batches, holds the
-    previous batch's graph, consumed by its backward(): saved as a leaf."""
-    python = run([PYTHON, "tbptt.py"], corpus, base_env())
-    assert python.returncode == 0, python.stderr.decode()
-    home = {"PORTAL_HOME": str(tmp_path / "home")}
-    fake = f"/tbptt.py:{line_of('tbptt.py', 'detach')}@6=cpu"
-    p = run([portal_run, "tbptt.py"], corpus, base_env(dict(home, PORTAL_FAKE_OOM=fake)))
-    err = p.stderr.decode(errors="replace")
-    assert p.returncode == SUSPENDED, err
-    assert "in <module>(), iteration 6;" in err, err
-    job = JOB_RE.search(p.stderr).group(1).decode()
-    resumed = run([portal_cli, "resume", job], tmp_path, base_env(home))
-    assert resumed.returncode == 0 and resumed.stderr == b"", resumed.stderr.decode()
-    assert p.stdout + resumed.stdout == python.stdout
-    assert b"state sha256 " in resumed.stdout
-
-
-def test_live_graph_is_not_cut(corpus, tmp_path, portal_run):
-    python = run([PYTHON, "live_graph.py"], corpus, base_env())
-    assert python.returncode == 0, python.stderr.decode()
-    fake = f"/live_graph.py:{line_of('live_graph.py', 'accumulate')}@3=cpu"
-    p = run([portal_run, "live_graph.py"], corpus,
-            base_env({"PORTAL_HOME": str(tmp_path / "home"), "PORTAL_FAKE_OOM": fake}))
-    err = p.stderr.decode(errors="replace")
-    assert p.returncode == 1 and p.stdout == b"", err
-    assert "DefaultCPUAllocator: can't allocate memory" in err
-    assert re.search(r"^portal: not rescued: .*global 'total' \(torch\.Tensor\): tensor is part "
-                     r"of a live autograd graph \(grad_fn=AddBackward0\)", err, re.M), err
