@@ -55,7 +55,10 @@ def suspend_and_resume(work, script, run_options=(), resume_options=(), **env):
 CASES = [
     # script, fake OOM spec (the step's statement that fails), kind
     ("cnn_train.py", "cnn_train.py:30@7", "torch"),
-    ("cnn_train.py", "cnn_train.py:31@12", "cuda"),   # in backward()
+    ("cnn_train.py", "cnn_train.py:30@12", "cuda"),
+    # in backward(): the rerun is exact because nothing before it in the iteration
+    # drew random numbers or accumulated gradients (docs/torch.md, known gaps)
+    ("lstm_tbptt.py", "lstm_tbptt.py:35@9", "cuda"),
     ("cnn_train.py", "cnn_train.py:30@23", "cpu"),    # second epoch, after a user torch.save
     ("lstm_tbptt.py", "lstm_tbptt.py:32@20", "torch"),
     ("while_true.py", "while_true.py:20@25", "cpu"),
