@@ -37,6 +37,7 @@ class Runtime:
         importhook.install(self.user_code, fake_oom=self.fake_oom, registry=self.registry)
         builtins.__portal_rescue__ = rescue_module.rescue
         rescue_module.RUNTIME = self
+        rescue_module.arm_reserve()
         if self.fake_oom is not None:
             self.fake_oom.arm()
 
