@@ -4,9 +4,9 @@ message as the error"; issue 4 item 6, its third cause: the writer itself runnin
 out of memory).
 
 Real shortages, under `portal-run --mem SIZE` (the memory tripwire):
-- a program that runs out at one small allocation among millions, with its memory
-  full of what an inner frame built: the rescue runs on Portal's reserve
-  (rescue.py), clears that frame, saves the rest, and the job resumes;
+- a program whose memory is full of what a function called in the loop holds:
+  the rescue clears that frame, and only then has the memory to write the
+  checkpoint (a UTF-8 copy of a large string); the job resumes;
 - a program whose memory is full of millions of small records it keeps: saving
   them needs a pickler memo larger than all Portal can free, so both tries fail and
   the job ends exactly as python does under the same cap, plus one
@@ -63,17 +63,18 @@ def checkpoint_leftovers(corpus):
     return sorted(str(p.relative_to(jobs)) for p in jobs.rglob("*")) if jobs.exists() else []
 
 
-def test_a_real_shortage_at_a_small_allocation_is_rescued(corpus, portal_run, portal_cli):
-    python = run([PYTHON, "batches.py"], corpus)
+def test_the_frames_inside_the_loop_are_freed_for_the_checkpoint(corpus, portal_run, portal_cli):
+    """The page: "the frames inside it are cleared, so the memory they held is
+    free".  Here the checkpoint can be written only with that memory (without the
+    clearing both tries run out: checked by hand with _free_inner_frames disabled)."""
+    python = run([PYTHON, "held_activations.py"], corpus)
     assert python.returncode == 0, python.stderr.decode()
 
-    capped = run([portal_run, "--mem", "200M", "batches.py"], corpus, home_of(corpus))
+    capped = run([portal_run, "--mem", "512M", "held_activations.py"], corpus, home_of(corpus))
     err = capped.stderr.decode()
     assert capped.returncode == SUSPENDED, err
-    # At the line of forward() or, when memory was too short even for the
-    # traceback's entry of forward()'s frame, at its call.
-    assert re.match(r"portal: suspended: MemoryError at \S*/batches.py:(8|14)\n", err), err
-    assert "will continue from the loop at " in err and "batches.py:13 in <module>()" in err, err
+    assert re.match(r"portal: suspended: MemoryError at \S*/held_activations.py:11\n", err), err
+    assert "will continue from the loop at " in err and "held_activations.py:16 in <module>()" in err
     assert "total" not in capped.stdout.decode(), "the cap did not bind"
     job = RESUME.search(capped.stderr).group(1).decode()
 
@@ -84,6 +85,11 @@ def test_a_real_shortage_at_a_small_allocation_is_rescued(corpus, portal_run, po
 
 
 def test_a_writer_out_of_memory_twice_ends_the_job_as_python_would(corpus, portal_run):
+    """Both tries run out inside the pickler.  That the rescue gets as far as the
+    writer at all is the reserve's doing: without it, importing the writer's modules
+    already failed ("the rescue itself failed: ... failed to map segment from shared
+    object"), and before the rescue caught its own errors, a MemoryError from inside
+    Portal replaced the program's."""
     # python with the cap portal-run --mem 512M sets: the same error at the same
     # line (a few records more or fewer: Portal's own memory differs).
     python = run([PYTHON, "many_records.py"], corpus, data_limit=CAP_512M)
