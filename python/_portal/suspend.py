@@ -62,7 +62,7 @@ def _free_what_can_be_freed():
     gc.collect()
 
 
-class _test_fault:
+class _TestFault:
     """PORTAL_TEST_FAULT=checkpoint-memory@N, for Portal's own tests only: the first
     N tries at the checkpoint run out of memory half-way, at their first write into
     state.pickle (the temporary checkpoint directory and a partial file exist by
@@ -263,7 +263,7 @@ def _rescue(runtime, loop_frame, loop_line, exc):
     exact, inherited = plugins.reducers()
 
     def write(attempt):
-        with _test_fault(checkpoint, attempt):
+        with _TestFault(checkpoint, attempt):
             return checkpoint.write_checkpoint(job.dir, "checkpoint", state, _error_roots(state),
                                                manifest_fields, registry=runtime.registry,
                                                reducers=exact, subclass_reducers=inherited)
