@@ -10,7 +10,8 @@ Real shortages, under `portal-run --mem SIZE` (the memory tripwire):
 - a program whose memory is full of millions of small records it keeps: saving
   them needs a pickler memo larger than all Portal can free, so both tries fail and
   the job ends exactly as python does under the same cap, plus one
-  `portal: not rescued:` line, leaving no checkpoint and no job behind.
+  `portal: not rescued:` line, leaving no checkpoint behind (the job's record
+  says it failed).
 
 A try that runs out and a second one that fits is the one case not made real: with
 everything freed before the first try (the frames inside the loop, cycles, cached
@@ -20,6 +21,7 @@ process), which a test cannot bring about on cue.  That case uses the test-only
 fault PORTAL_TEST_FAULT=checkpoint-memory@N (suspend.py), which makes the first N
 tries run out of memory half-way through writing state.pickle.
 """
+import json
 import re
 import resource
 import shutil
@@ -57,10 +59,19 @@ def home_of(corpus):
     return {"PORTAL_HOME": str(corpus.parent / "home")}
 
 
-def checkpoint_leftovers(corpus):
-    """Anything of a job or a checkpoint in the job store."""
+JOB_FILES = {"job.json", "job.lock", "record.lock", "output.log"}
+
+
+def checkpoint_leftovers(corpus, state="failed"):
+    """Anything of a checkpoint in the job store (a checkpoint, a partial one): every
+    run is a job, so besides the run's record, lock and log, which must say
+    `state`, nothing."""
     jobs = corpus.parent / "home" / "jobs"
-    return sorted(str(p.relative_to(jobs)) for p in jobs.rglob("*")) if jobs.exists() else []
+    left = []
+    for job in sorted(jobs.iterdir()) if jobs.exists() else []:
+        assert json.loads((job / "job.json").read_text())["state"] == state
+        left += sorted(str(p.relative_to(job)) for p in job.rglob("*") if p.name not in JOB_FILES)
+    return left
 
 
 def test_the_frames_inside_the_loop_are_freed_for_the_checkpoint(corpus, portal_run, portal_cli):
@@ -113,9 +124,8 @@ def test_a_try_that_runs_out_is_tried_again(corpus, portal_run, portal_cli):
     assert first.returncode == SUSPENDED, first.stderr.decode()
     job = RESUME.search(first.stderr).group(1).decode()
     # The failed try left nothing: one checkpoint, the first generation.
-    assert checkpoint_leftovers(corpus) == [
-        job, f"{job}/checkpoint", f"{job}/checkpoint.1", f"{job}/checkpoint.1/manifest.json",
-        f"{job}/checkpoint.1/state.pickle", f"{job}/job.json"]
+    assert checkpoint_leftovers(corpus, "suspended") == [
+        "checkpoint", "checkpoint.1", "checkpoint.1/manifest.json", "checkpoint.1/state.pickle"]
 
     resumed = run([portal_cli, "resume", job], corpus, home_of(corpus))
     assert resumed.returncode == 0, resumed.stderr.decode()
