@@ -59,7 +59,7 @@ def home_of(corpus):
     return {"PORTAL_HOME": str(corpus.parent / "home")}
 
 
-JOB_FILES = {"job.json", "job.lock", "record.lock", "output.log"}
+JOB_FILES = {"job.json", "job.lock", "output.log"}
 
 
 def checkpoint_leftovers(corpus, state="failed"):
