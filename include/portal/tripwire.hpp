@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <filesystem>
 #include <optional>
 #include <string>
 
@@ -57,10 +58,16 @@ std::uint64_t machine_memory();
 // True when an NVIDIA GPU is present (/dev/nvidia0, or /proc/driver/nvidia/gpus
 // not empty): cheap, no driver call.
 bool has_gpu();
+// The same probe with the file system rooted at `root` ("/" for has_gpu), so that
+// tests can lay out a machine with a GPU.
+bool has_gpu_under(const std::filesystem::path& root);
 
 // The cap for the job (nullopt: none), after PORTAL_MEMORY_TRIPWIRE and the GPU
 // check: `requested` (--mem) replaces the machine's memory when given.  Says its
-// decision with PORTAL_LOG=debug.
-std::optional<std::uint64_t> memory_cap(std::optional<std::uint64_t> requested);
+// decision with PORTAL_LOG=debug.  `gpu_present` is the GPU probe (tests pass
+// their own).
+using GpuProbe = bool (*)();
+std::optional<std::uint64_t> memory_cap(std::optional<std::uint64_t> requested,
+                                        GpuProbe gpu_present = has_gpu);
 
 }  // namespace portal::tripwire

@@ -20,6 +20,13 @@ The stages, in order:
   4. save: process state, modules, the checkpoint (suspend.py)
   5. suspend: say where and how to resume, exit 75
 Returning (declining) lets the `raise` re-raise the error unchanged.
+
+The memory reserve: when the program has run out, the rescue itself needs memory
+before it can free any (its modules are imported only now, the frames are
+captured, the traceback formatted).  So the runtime sets a little aside when the
+program starts and gives it back first thing in a rescue.  It is a bytes object
+of zero pages that are never touched: the memory tripwire's cap (RLIMIT_DATA)
+counts them, the machine does not.
 """
 import sys
 
@@ -27,6 +34,24 @@ from _portal import oom
 
 # Set by the runtime (runtime.py) before the program starts.
 RUNTIME = None
+
+RESERVE_BYTES = 32 << 20   # the rescue's imports and capture need a few MiB
+_reserve = None
+
+
+def arm_reserve():
+    """Set the reserve aside (again); without it when memory is short now."""
+    global _reserve
+    if _reserve is None:
+        try:
+            _reserve = bytes(RESERVE_BYTES)
+        except MemoryError:
+            pass
+
+
+def release_reserve():
+    global _reserve
+    _reserve = None
 
 
 def rescue(loop_line, body_span=None):
@@ -37,4 +62,6 @@ def rescue(loop_line, body_span=None):
     if runtime is None or not runtime.rescue_enabled:
         return
     loop_frame = sys._getframe(1)
+    release_reserve()
     runtime.rescue(loop_frame, loop_line, exc)
+    arm_reserve()  # declined: the error goes on, the program may yet handle it

@@ -37,6 +37,7 @@ class Runtime:
         importhook.install(self.user_code, fake_oom=self.fake_oom, registry=self.registry)
         builtins.__portal_rescue__ = rescue_module.rescue
         rescue_module.RUNTIME = self
+        rescue_module.arm_reserve()
         if self.fake_oom is not None:
             self.fake_oom.arm()
 
@@ -87,8 +88,22 @@ class Runtime:
         else:
             reasons = list(dict.fromkeys(self.declined.get(id(exc), ())))
             if not reasons:
-                reasons = ["it was raised outside any loop of the program's own code: "
-                           "there is no iteration to retry"]
+                reasons = [self._no_loop_on_the_way(exc)]
         for reason in reasons:
             sys.stderr.write(f"portal: not rescued: {reason}\n")
         sys.stderr.flush()
+
+    def _no_loop_on_the_way(self, exc):
+        """No loop of the program's own code met the error: the product page's two
+        rows, raised outside the program's code (a library's own loop called at top
+        level), or in it but outside any loop."""
+        tb = exc.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb is not None:
+            filename = tb.tb_frame.f_code.co_filename
+            if filename != self.main_filename and not self.user_code.is_user_file(filename):
+                return (f"it was raised outside the program's own code ({filename}:{tb.tb_lineno}), "
+                        f"with no loop of the program's on its way: there is no point of its own "
+                        f"to continue from")
+        return "it was raised outside any loop of the program's own code: there is no iteration to retry"

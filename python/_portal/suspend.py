@@ -53,6 +53,41 @@ def _free_inner_frames(exc, loop_frame):
         tb = tb.tb_next
 
 
+def _free_what_can_be_freed():
+    """Before each try at the checkpoint: collect the cycles that the cleared frames
+    (or a failed try) left, and drop the source lines the traceback's text read."""
+    import gc
+    import linecache
+    linecache.clearcache()
+    gc.collect()
+
+
+class _TestFault:
+    """PORTAL_TEST_FAULT=checkpoint-memory@N, for Portal's own tests only: the first
+    N tries at the checkpoint run out of memory half-way, at their first write into
+    state.pickle (the temporary checkpoint directory and a partial file exist by
+    then).  It stands for a shortage that goes away between the tries, which a
+    test cannot bring about on cue with real memory; a writer really short of
+    memory on both tries is tested for real (tests/e2e/test_capture_failure.py)."""
+
+    def __init__(self, checkpoint, attempt):
+        spec = os.environ.get("PORTAL_TEST_FAULT", "")
+        fails = spec.startswith("checkpoint-memory@") and attempt <= int(spec.split("@")[1])
+        self.checkpoint = checkpoint if fails else None
+
+    def __enter__(self):
+        if self.checkpoint is not None:
+            self.real = self.checkpoint._write
+
+            def out_of_memory(fd, data):
+                raise MemoryError()
+            self.checkpoint._write = out_of_memory
+
+    def __exit__(self, *exc_info):
+        if self.checkpoint is not None:
+            self.checkpoint._write = self.real
+
+
 # ---- 4. save -------------------------------------------------------------------------------
 
 def _process_state():
@@ -154,6 +189,20 @@ def _message(error):
 
 
 def rescue(runtime, loop_frame, loop_line, exc):
+    """Suspend the job at this loop (exits), or decline (returns): the error goes on."""
+    try:
+        return _rescue(runtime, loop_frame, loop_line, exc)
+    except Exception as error:  # noqa: BLE001
+        # The rescue itself failed (short of memory even after the reserve, or a
+        # fault of Portal's): the program's own error goes on unchanged, as without
+        # Portal, rather than a new one raised from inside the rescue.
+        runtime.capture_failed.add(id(exc))
+        where = traceback.extract_tb(error.__traceback__)
+        at = f" ({os.path.basename(where[-1].filename)}:{where[-1].lineno})" if where else ""
+        _decline(runtime, exc, f"the rescue itself failed: {_message(error)}{at}")
+
+
+def _rescue(runtime, loop_frame, loop_line, exc):
     if id(exc) in runtime.capture_failed:
         return  # its checkpoint failed twice: the job ends (outer loops do not retry)
     if threading_main() is False:
@@ -213,35 +262,39 @@ def rescue(runtime, loop_frame, loop_line, exc):
     from _portal.reducers import DeclineLoop
     exact, inherited = plugins.reducers()
 
-    def write():
-        return checkpoint.write_checkpoint(job.dir, "checkpoint", state, _error_roots(state), manifest_fields,
-                                           registry=runtime.registry,
-                                           reducers=exact, subclass_reducers=inherited)
+    def write(attempt):
+        with _TestFault(checkpoint, attempt):
+            return checkpoint.write_checkpoint(job.dir, "checkpoint", state, _error_roots(state),
+                                               manifest_fields, registry=runtime.registry,
+                                               reducers=exact, subclass_reducers=inherited)
 
     # A failed write leaves no partial checkpoint (checkpoint.py).  Free what can be
-    # freed and try once more (the writer's own memory, a disk others are filling);
-    # a second failure ends the job: the error goes on as without Portal, and the
-    # capture's message says why it was not rescued.
-    try:
+    # freed and try once more; a second failure ends the job: the error goes on as
+    # without Portal, and the capture's message says why it was not rescued.
+    failures = []
+    info = None
+    for attempt in (1, 2):
+        _free_what_can_be_freed()
         del autograd.CUT[:]
-        info = write()
-    except DeclineLoop as d:
-        # Not this loop: the error goes on to the next loop out, which may be saved.
-        return _decline(runtime, exc, f"its state holds {d}")
-    except Exception as first:
-        import gc
-        gc.collect()
         try:
-            info = write()
-        except Exception as second:
-            if created:
-                import shutil
-                shutil.rmtree(job.dir, ignore_errors=True)
-                runtime.job_dir = None
-            runtime.capture_failed.add(id(exc))
-            same = type(first) is type(second) and str(first) == str(second)
-            reason = _message(second) if same else f"{_message(first)}, then {_message(second)}"
-            return _decline(runtime, exc, f"its checkpoint could not be written (tried twice): {reason}")
+            info = write(attempt)
+            break
+        except DeclineLoop as d:
+            # Not this loop: the error goes on to the next loop out, which may be saved.
+            return _decline(runtime, exc, f"its state holds {d}")
+        except Exception as error:  # noqa: BLE001 - any failure of the writer
+            failures.append((type(error), _message(error)))
+        # Out of the except block, the failed try is gone with its traceback: the
+        # frames of the writer, its pickler and memo, the buffers it had listed.
+    if info is None:
+        if created:
+            import shutil
+            shutil.rmtree(job.dir, ignore_errors=True)
+            runtime.job_dir = None
+        runtime.capture_failed.add(id(exc))
+        (type1, text1), (type2, text2) = failures
+        reason = text2 if (type1, text1) == (type2, text2) else f"{text1}, then {text2}"
+        return _decline(runtime, exc, f"its checkpoint could not be written (tried twice): {reason}")
 
     now = time.time()
     expires = now + jobs.EXPIRY_SECONDS

@@ -108,20 +108,22 @@ std::uint64_t machine_memory() {
     return machine_memory_from(physical_memory(), least);
 }
 
-bool has_gpu() {
+bool has_gpu_under(const std::filesystem::path& root) {
     std::error_code ec;
-    if (std::filesystem::exists("/dev/nvidia0", ec)) return true;
-    return std::filesystem::is_directory("/proc/driver/nvidia/gpus", ec) &&
-           !std::filesystem::is_empty("/proc/driver/nvidia/gpus", ec);
+    if (std::filesystem::exists(root / "dev/nvidia0", ec)) return true;
+    const auto gpus = root / "proc/driver/nvidia/gpus";
+    return std::filesystem::is_directory(gpus, ec) && !std::filesystem::is_empty(gpus, ec);
 }
 
-std::optional<std::uint64_t> memory_cap(std::optional<std::uint64_t> requested) {
+bool has_gpu() { return has_gpu_under("/"); }
+
+std::optional<std::uint64_t> memory_cap(std::optional<std::uint64_t> requested, GpuProbe gpu_present) {
     const char* setting = std::getenv("PORTAL_MEMORY_TRIPWIRE");
     if (setting != nullptr && std::string(setting) == "0") {
         log::debug("memory tripwire", "off (PORTAL_MEMORY_TRIPWIRE=0)");
         return std::nullopt;
     }
-    if (has_gpu()) {
+    if (gpu_present()) {
         log::debug("memory tripwire", "off: this machine has an NVIDIA GPU");
         return std::nullopt;
     }

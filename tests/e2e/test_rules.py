@@ -191,6 +191,7 @@ def test_inside_a_library_loop_called_at_top_level_is_not_rescued(corpus):
     assert python_traceback_of_memory_error(r.stderr), r.stderr
     assert f'encoder.py", line {JSON_LIST_LOOP_LINE}, in _iterencode_list'.encode() in r.stderr
     assert r.stderr.decode().splitlines()[-1] == (
-        "portal: not rescued: it was raised outside any loop of the program's own code: "
-        "there is no iteration to retry")
+        f"portal: not rescued: it was raised outside the program's own code "
+        f"({encoder}:{JSON_LIST_LOOP_LINE}), with no loop of the program's on its way: "
+        f"there is no point of its own to continue from")
     assert jobs(corpus) == []

@@ -1,6 +1,12 @@
 #include "portal/tripwire.hpp"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <string>
 
 namespace portal::tripwire {
 namespace {
@@ -85,11 +91,63 @@ TEST(MemoryCap, OffWithTheEnvironmentSwitch) {
     unsetenv("PORTAL_MEMORY_TRIPWIRE");
 }
 
+bool no_gpu() { return false; }
+bool a_gpu() { return true; }
+
 TEST(MemoryCap, RequestedSizeReplacesTheMachine) {
-    if (has_gpu()) GTEST_SKIP() << "no cap on a machine with a GPU";
     unsetenv("PORTAL_MEMORY_TRIPWIRE");
-    EXPECT_EQ(memory_cap(2 * GiB), cap_for(2 * GiB));
-    EXPECT_EQ(memory_cap(std::nullopt), cap_for(machine_memory()));
+    EXPECT_EQ(memory_cap(2 * GiB, no_gpu), cap_for(2 * GiB));
+    EXPECT_EQ(memory_cap(std::nullopt, no_gpu), cap_for(machine_memory()));
+}
+
+// The product page: "There is no cap on GPU machines", not even with --mem.
+TEST(MemoryCap, NoneOnAMachineWithAGpu) {
+    unsetenv("PORTAL_MEMORY_TRIPWIRE");
+    EXPECT_EQ(memory_cap(2 * GiB, a_gpu), std::nullopt);
+    EXPECT_EQ(memory_cap(std::nullopt, a_gpu), std::nullopt);
+}
+
+TEST(MemoryCap, TheRealProbeDecidesByDefault) {
+    unsetenv("PORTAL_MEMORY_TRIPWIRE");
+    EXPECT_EQ(memory_cap(2 * GiB), has_gpu() ? std::nullopt : std::optional(cap_for(2 * GiB)));
+}
+
+// A machine laid out under a temporary root: the device node, or the driver's list
+// of GPUs when it names one.
+class GpuProbeUnder : public ::testing::Test {
+protected:
+    void SetUp() override {
+        root = std::filesystem::temp_directory_path() /
+               ("portal-gpu-probe-" + std::to_string(::getpid()));
+        std::filesystem::remove_all(root);
+        std::filesystem::create_directories(root);
+    }
+    void TearDown() override { std::filesystem::remove_all(root); }
+    void touch(const std::filesystem::path& relative) {
+        std::filesystem::create_directories((root / relative).parent_path());
+        std::ofstream(root / relative).put('\n');
+    }
+    std::filesystem::path root;
+};
+
+TEST_F(GpuProbeUnder, NothingThereIsNoGpu) { EXPECT_FALSE(has_gpu_under(root)); }
+
+TEST_F(GpuProbeUnder, TheDeviceNodeIsAGpu) {
+    touch("dev/nvidia0");  // a plain file stands for the character device
+    EXPECT_TRUE(has_gpu_under(root));
+}
+
+TEST_F(GpuProbeUnder, TheDriverListCountsWhenItNamesOne) {
+    std::filesystem::create_directories(root / "proc/driver/nvidia/gpus");
+    EXPECT_FALSE(has_gpu_under(root));  // the driver is loaded, no GPU is listed
+    std::filesystem::create_directories(root / "proc/driver/nvidia/gpus/0000:3b:00.0");
+    EXPECT_TRUE(has_gpu_under(root));
+}
+
+TEST_F(GpuProbeUnder, OtherDevicesAreNot) {
+    touch("dev/nvidiactl");
+    touch("dev/dri/card0");
+    EXPECT_FALSE(has_gpu_under(root));
 }
 
 }  // namespace
