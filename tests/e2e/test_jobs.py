@@ -117,12 +117,15 @@ def test_suspension_and_resumption_are_logged_runs(work):
 
 
 def test_a_job_is_resumed_by_one_process_at_a_time(work):
-    first = run([PORTAL_RUN, "counter.py"], work, PORTAL_FAKE_OOM="counter.py:13@2")
+    # The resumed program has the environment the job started with: it waits at
+    # step 3, after the suspension at step 1, until the test lets it go.
+    go = work / "go"
+    first = run([PORTAL_RUN, "counter.py"], work, PORTAL_FAKE_OOM="counter.py:13@2",
+                WAIT_AT="3", WAIT_FILE=str(go))
     assert first.returncode == 75, first.stderr
     job = only_job(work)
-    go = work / "go"
     resumer = subprocess.Popen([PORTAL, "resume", job.name], cwd=work, stdout=subprocess.PIPE,
-                               stderr=subprocess.PIPE, env=env_for(work, WAIT_AT="3", WAIT_FILE=str(go)))
+                               stderr=subprocess.PIPE, env=env_for(work))
     try:
         wait_for(lambda: record(job)["state"] == "running", "the resumed job to run")
         second = run([PORTAL, "resume", job.name], work)
