@@ -1,14 +1,29 @@
 // portal: the command-line interface over jobs.  `portal run` is portal-run.
+// Every command but run first expires the suspended jobs whose checkpoint is
+// past its 3 days (expiry.hpp), so that the store is cleaned without `portal gc`.
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include <CLI/CLI.hpp>
 
+#include "portal/gc.hpp"
+#include "portal/inspect.hpp"
+#include "portal/job_view.hpp"
+#include "portal/list.hpp"
 #include "portal/log.hpp"
+#include "portal/logs.hpp"
 #include "portal/portal_run.hpp"
 #include "portal/resume.hpp"
+#include "portal/rm.hpp"
+#include "portal/show.hpp"
 #include "portal/version.hpp"
+
+namespace {
+
+constexpr const char* kJobHelp = "The job id (a unique prefix is enough; see portal list)";
+
+}  // namespace
 
 int main(int argc, char** argv) {
     const std::vector<std::string> args(argv + 1, argv + argc);
@@ -18,16 +33,39 @@ int main(int argc, char** argv) {
         return portal::portal_run(std::vector<std::string>(args.begin() + 1, args.end()), "portal run");
     }
 
-    CLI::App app{"Portal: suspend a Python job that runs out of memory, resume it on a larger machine.",
+    CLI::App app{"Portal: suspend a Python job that runs out of memory, resume it on a larger machine.\n"
+                 "Jobs are kept in $PORTAL_HOME (default ~/.portal); see docs/cli.md.",
                  "portal"};
     app.require_subcommand(1);
     app.set_version_flag("--version", std::string("portal ") + portal::kVersion);
+    app.footer("Exit status: 0 done, 1 refused (unknown job, job in use, ...), 2 usage error;\n"
+               "run and resume exit with the program's status (75: suspended again).");
     app.add_subcommand("run", "Run a program under Portal (same as portal-run); see `portal run --help`");
+
+    portal::ListRequest list;
+    CLI::App* list_cmd = app.add_subcommand("list", "List the jobs, newest first: state, loop, checkpoint, expiry");
+    list_cmd->add_flag("--json", list.json, "Print a JSON array of the job records (state: the effective one)");
+    list_cmd->add_option("--state", list.state, "Only the jobs in this state")
+        ->check(CLI::IsMember(portal::job_states()));
+
+    portal::ShowRequest show;
+    CLI::App* show_cmd = app.add_subcommand(
+        "show", "Everything about a job: where it failed, the loop and iteration, its runs, the checkpoint, "
+                "its expiry and the command that resumes it");
+    show_cmd->add_option("JOB", show.job, kJobHelp)->required();
+    show_cmd->add_flag("--json", show.json, "Print the job record as JSON (state: the effective one)");
+
+    portal::LogsRequest logs;
+    CLI::App* logs_cmd = app.add_subcommand("logs", "Print the program's output (stdout and stderr) across all "
+                                                    "its runs, as the supervisor kept it");
+    logs_cmd->add_option("JOB", logs.job, kJobHelp)->required();
+    logs_cmd->add_option("--run", logs.run, "Only the output of run N (1 is the first; see portal show)")
+        ->check(CLI::PositiveNumber);
 
     portal::ResumeRequest resume;
     CLI::App* resume_cmd = app.add_subcommand(
         "resume", "Continue a suspended job here, in the foreground, from the iteration that failed");
-    resume_cmd->add_option("JOB", resume.job, "The job id (a unique prefix is enough)")->required();
+    resume_cmd->add_option("JOB", resume.job, kJobHelp)->required();
     resume_cmd->add_option("--mem", resume.mem,
                            "Memory the job needs, in GiB or with a unit (64, 512M); refused if this "
                            "machine has less");
@@ -36,6 +74,31 @@ int main(int argc, char** argv) {
     resume_cmd->add_option("--policy", resume.policies,
                            "Set a job policy again (oom.on=false); the job's own are kept otherwise")
         ->type_name("KEY=VALUE");
+
+    portal::RmRequest rm;
+    CLI::App* rm_cmd = app.add_subcommand(
+        "rm", "Delete jobs: record, output and checkpoint (a suspended job can no longer be resumed); "
+              "a running job is refused");
+    rm_cmd->add_option("JOB", rm.jobs, "Job ids (unique prefixes are enough)")->required();
+
+    portal::GcRequest gc;
+    CLI::App* gc_cmd = app.add_subcommand(
+        "gc", "Free the job store: expire suspended jobs past their 3 days, delete checkpoints nothing can "
+              "resume, and remove old ended jobs");
+    gc_cmd->add_option("--older-than", gc.older_than_days,
+                       "Also remove ended jobs (completed, failed, expired, lost) unchanged for DAYS days")
+        ->type_name("DAYS")
+        ->check(CLI::NonNegativeNumber);
+    gc_cmd->add_flag("--dry-run", gc.dry_run, "Say what would be freed, change nothing");
+
+    portal::InspectRequest inspect;
+    CLI::App* inspect_cmd = app.add_subcommand(
+        "inspect", "Read a checkpoint without running it: manifest, frames, sizes, checksums and signature "
+                   "verified");
+    inspect_cmd->add_option("PATH_OR_JOB", inspect.target,
+                            "A checkpoint, a job directory, or a job id (a unique prefix is enough)")
+        ->required();
+    inspect_cmd->add_flag("--json", inspect.json, "Print the report as one JSON object");
 
     try {
         std::vector<std::string> reversed(args.rbegin(), args.rend());
@@ -47,14 +110,26 @@ int main(int argc, char** argv) {
         std::cout << "portal " << portal::kVersion << "\n";
         return 0;
     } catch (const CLI::ParseError& e) {
-        const bool in_resume = resume_cmd->parsed() || (!args.empty() && args.front() == "resume");
-        portal::log::say(in_resume ? "resume" : "usage",
+        // Named after the command the user typed, when it is one.
+        std::string command;
+        for (const CLI::App* sub : app.get_subcommands({})) {
+            if (sub->parsed() || (!args.empty() && args.front() == sub->get_name())) command = sub->get_name();
+        }
+        portal::log::say(command.empty() ? "usage" : command,
                          portal::log::lowercase_first(e.what()) +
-                             (in_resume ? " (see portal resume --help)" : " (see portal --help)"));
-        return 2;
+                             (command.empty() ? " (see portal --help)" : " (see portal " + command + " --help)"));
+        return portal::kCliUsage;
     }
-    if (resume_cmd->parsed()) {
-        return portal::portal_resume(resume);
+
+    if (!gc_cmd->parsed()) {
+        portal::expire_opportunistically();  // gc expires jobs itself, and says so
     }
+    if (list_cmd->parsed()) return portal::portal_list(list);
+    if (show_cmd->parsed()) return portal::portal_show(show);
+    if (logs_cmd->parsed()) return portal::portal_logs(logs);
+    if (resume_cmd->parsed()) return portal::portal_resume(resume);
+    if (rm_cmd->parsed()) return portal::portal_rm(rm);
+    if (gc_cmd->parsed()) return portal::portal_gc(gc);
+    if (inspect_cmd->parsed()) return portal::portal_inspect(inspect);
     return 0;
 }

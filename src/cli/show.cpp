@@ -1,0 +1,136 @@
+// show.cpp: see include/portal/show.hpp.
+#include "portal/show.hpp"
+
+#include <iostream>
+#include <sstream>
+
+#include "portal/log.hpp"
+#include "portal/size.hpp"
+
+namespace portal {
+
+namespace {
+
+std::string text_of(const nlohmann::json& value) {
+    if (value.is_string()) return value.get<std::string>();
+    if (value.is_null()) return "-";
+    return value.dump();
+}
+
+std::string field(const nlohmann::json& object, const char* key) {
+    const auto it = object.find(key);
+    return it == object.end() ? "-" : text_of(*it);
+}
+
+std::string words(const nlohmann::json& list) {
+    std::string out;
+    if (!list.is_array()) return text_of(list);
+    for (const auto& w : list) out += (out.empty() ? "" : " ") + text_of(w);
+    return out;
+}
+
+std::string size_of(const nlohmann::json& object) {
+    const auto bytes = json_uint(object, "checkpoint_bytes");
+    return bytes ? format_size(*bytes) : "-";
+}
+
+// Where a suspension happened and where it continues, from a record or a run entry.
+void describe_suspension(std::ostream& out, const nlohmann::json& s, const std::string& indent) {
+    out << indent << "error       " << field(s, "error");
+    if (s.contains("error_at") && s["error_at"].is_string()) out << " at " << s["error_at"].get<std::string>();
+    out << "\n" << indent << "loop        " << field(s, "loop");
+    if (s.contains("iteration") && s["iteration"].is_number_integer()) {
+        out << ", iteration " << s["iteration"].get<long long>() << " (runs again from its start)";
+    }
+    out << "\n";
+}
+
+}  // namespace
+
+std::string resume_command(const JobView& view) {
+    return "portal resume " + view.job.id + " --mem " + std::to_string(suggested_mem_gib(view.record));
+}
+
+std::string show_text(const JobView& view, std::time_t now) {
+    const nlohmann::json& r = view.record;
+    std::ostringstream out;
+    out << "job         " << view.job.id << "\n";
+    out << "state       " << view.state;
+    if (view.state == "lost") {
+        out << " (recorded as running, but no process holds it: its supervisor was killed or the "
+               "machine restarted)";
+    } else if (view.state == "running" && view.holder) {
+        out << " (" << *view.holder << ")";
+    } else if (view.holder) {
+        out << " (in use by " << *view.holder << ")";
+    }
+    out << "\n";
+    out << "program     " << program_text(r, true) << "\n";
+    out << "cwd         " << field(r, "cwd") << "\n";
+    std::string policies;
+    const nlohmann::json recorded_policies = r.value("policies", nlohmann::json::object());
+    for (const auto& [key, value] : recorded_policies.items()) {
+        policies += (policies.empty() ? "" : " ") + key + "=" + text_of(value);
+    }
+    out << "policies    " << (policies.empty() ? "(defaults)" : policies) << "\n";
+    out << "created     " << short_time(r, "created") << "\n";
+    out << "updated     " << short_time(r, "updated") << "\n";
+    out << "directory   " << view.job.dir.string() << "\n";
+
+    if (view.state == "suspended") {
+        out << "suspended   " << short_time(r, "suspended_at") << "\n";
+        describe_suspension(out, r, "");
+        out << "checkpoint  " << size_of(r) << " in " << view.job.checkpoint_path().string() << "\n";
+        const std::string left = expires_in(r, view.state, now);
+        out << "expires     " << short_time(r, "expires_at")
+            << (left == "due" ? " (due: deleted by the next portal command)" : " (" + left + " left)") << "\n";
+        out << "resume      " << resume_command(view) << "\n";
+    } else if (view.state == "expired") {
+        describe_suspension(out, r, "");
+        out << "expired     " << short_time(r, "expired_at")
+            << " (its checkpoint was kept 3 days and is deleted; nothing to resume)\n";
+    } else if (view.state == "completed" || view.state == "failed") {
+        out << "ended       " << short_time(r, "ended") << ", exit status " << field(r, "exit_status") << "\n";
+    }
+
+    const nlohmann::json runs = r.value("runs", nlohmann::json::array());
+    out << "runs        " << runs.size() << "\n";
+    for (std::size_t i = 0; i < runs.size(); ++i) {
+        const nlohmann::json& run = runs[i];
+        out << "  " << i + 1 << ". " << field(run, "kind") << ", " << short_time(run, "started");
+        if (run.contains("ended")) out << " to " << short_time(run, "ended");
+        out << ": " << (run.contains("outcome") ? field(run, "outcome") : std::string("did not end"));
+        if (run.contains("exit_status")) out << " (exit status " << field(run, "exit_status") << ")";
+        out << "\n     command     " << words(run.value("command", nlohmann::json::array())) << "\n";
+        if (run.value("outcome", "") == "suspended") {
+            describe_suspension(out, run, "     ");
+            out << "     checkpoint  " << size_of(run) << "\n";
+        }
+        if (!run.value("output_kept", true)) {
+            out << "     output      went to a terminal, not kept\n";
+        }
+    }
+    return out.str();
+}
+
+int portal_show(const ShowRequest& request) {
+    JobView view;
+    try {
+        view = view_job(find_job(portal_home(), request.job));
+    } catch (const JobError& e) {
+        log::say("show", e.what());
+        return kCliRefused;
+    }
+    if (!view.problem.empty()) {
+        log::say("show", view.problem);
+        return kCliRefused;
+    }
+    if (request.json) {
+        std::cout << view_json(view).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+    } else {
+        std::cout << show_text(view, std::time(nullptr));
+    }
+    return kCliOk;
+}
+
+}  // namespace portal
