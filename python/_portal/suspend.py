@@ -302,7 +302,8 @@ def _rescue(runtime, loop_frame, loop_line, exc):
                       suspended_at=jobs.utc_iso(now), expires_at=jobs.utc_iso(expires),
                       checkpoint_bytes=info.total_bytes, error=error_text,
                       error_at=f"{error_at.filename}:{error_at.lineno}" if error_at else None,
-                      loop=f"{loop.filename}:{loop.line}", iteration=loop.iteration)
+                      loop=f"{loop.filename}:{loop.line}", iteration=loop.iteration,
+                      suggested_mem_gib=_suggested_mem_gib())   # what the report and `portal show` suggest
     cut = _names_of(autograd.CUT, _error_roots(state))
     del autograd.CUT[:]
     _report_and_exit(job, error_text, error_at, loop, info.total_bytes, expires, cut)
