@@ -310,10 +310,11 @@ PortalLoader.get_code = _make_get_code()
 class PortalFinder:
     """Meta-path finder: PathFinder's spec, with PortalLoader for the user's code."""
 
-    def __init__(self, user_code, fake_oom=None, registry=None):
+    def __init__(self, user_code, fake_oom=None, registry=None, patches=None):
         self.user_code = user_code
         self.fake_oom = _spec_list(fake_oom) or None
         self.registry = registry
+        self.patches = patches or None
 
     def find_spec(self, fullname, path=None, target=None):
         spec = PathFinder.find_spec(fullname, path, target)
@@ -321,6 +322,9 @@ class PortalFinder:
             return None
         loader = spec.loader
         if type(loader) is not SourceFileLoader:
+            return spec
+        if self.patches is not None and fullname in self.patches:
+            spec.loader = PatchingLoader(loader.name, loader.path, self.patches[fullname])
             return spec
         origin = spec.origin
         if not isinstance(origin, str) or not origin.endswith(".py"):
@@ -338,14 +342,32 @@ class PortalFinder:
         return f"<PortalFinder {self.user_code!r}>"
 
 
-def install(user_code, fake_oom=None, registry=None):
+class PatchingLoader(SourceFileLoader):
+    """A library module's own loader that, once the module has run, hands it to a
+    plug-in's patch (plugins.import_patches(): a DataLoader iterator notes the RNG
+    states its epoch starts from).  A patch that fails leaves the module as it is."""
+
+    def __init__(self, fullname, path, patch):
+        super().__init__(fullname, path)
+        self._portal_patch = patch
+
+    def exec_module(self, module):
+        super().exec_module(module)
+        try:
+            self._portal_patch(module)
+        except Exception:
+            pass
+
+
+def install(user_code, fake_oom=None, registry=None, patches=None):
     """Install the finder right before PathFinder on sys.meta_path (replacing one
     installed before).  fake_oom: a fake_oom.FakeOom, or its specs: objects with
     .suffix and .line, or (path_suffix, line) tuples, in spec order (the index is
     what __portal_fake_oom__ receives).  registry: a codeindex.CodeRegistry in which
-    every instrumented module's code is registered."""
+    every instrumented module's code is registered.  patches: {module name:
+    fn(module)} run after those library modules are executed (plugins.import_patches())."""
     uninstall()
-    finder = PortalFinder(user_code, fake_oom, registry)
+    finder = PortalFinder(user_code, fake_oom, registry, patches)
     for i, f in enumerate(sys.meta_path):
         if f is PathFinder:
             sys.meta_path.insert(i, finder)

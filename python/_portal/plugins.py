@@ -10,6 +10,10 @@ pickler knowing about it.  It may define, all optional:
     capture_process()   process-wide state to save (picklable), or None
     restore_process(s)  applies what capture_process() returned, before the
                         program's frames are re-entered
+    import_patches()    {library module name: fn(module)}, run by the import hook
+                        right after that module is executed (in a fresh run and in
+                        a resumed one): to note state the capture will need
+                        that the library does not keep (a patch must be cheap)
 
 A plug-in for a library checks ``sys.modules`` and gives nothing when the program
 never imported it: the capture must not import libraries the program did not.
@@ -17,7 +21,7 @@ never imported it: the capture must not import libraries the program did not.
 import importlib
 
 # In the order their reducers are consulted (a later one wins for the same type).
-MODULES = ("generators", "files", "torch_state")
+MODULES = ("generators", "files", "torch_state", "dataloader", "tqdm_state", "logging_state")
 
 
 def _modules():
@@ -30,6 +34,22 @@ def reducers():
         exact.update(getattr(mod, "reducers", dict)())
         inherited.update(getattr(mod, "subclass_reducers", dict)())
     return exact, inherited
+
+
+def import_patches():
+    patches = {}
+    for mod in _modules():
+        for name, patch in getattr(mod, "import_patches", dict)().items():
+            previous = patches.get(name)
+            patches[name] = patch if previous is None else _both(previous, patch)
+    return patches
+
+
+def _both(first, second):
+    def patch(module):
+        first(module)
+        second(module)
+    return patch
 
 
 def capture_process():

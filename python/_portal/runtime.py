@@ -34,7 +34,9 @@ class Runtime:
     # ---- set-up ------------------------------------------------------------------
 
     def install(self):
-        importhook.install(self.user_code, fake_oom=self.fake_oom, registry=self.registry)
+        from _portal import plugins
+        importhook.install(self.user_code, fake_oom=self.fake_oom, registry=self.registry,
+                           patches=plugins.import_patches())
         builtins.__portal_rescue__ = rescue_module.rescue
         rescue_module.RUNTIME = self
         rescue_module.arm_reserve()

@@ -1,0 +1,234 @@
+"""Saving torch DataLoader iterators (a plug-in: plugins.MODULES).
+
+torch refuses to pickle a DataLoader iterator, and its state is mostly not worth
+saving: worker processes, queues, batches prefetched by the workers.  What decides
+which batch comes next is small: the DataLoader, the RNG states the iterator's
+epoch started from, and how many batches it has yielded (k).  So an iterator is
+saved as exactly that, and rebuilt on restore:
+
+    the RNG states the sampler and the base seed drew from (torch's default
+    generator, the loader's and the samplers' own generators, `random`,
+    numpy's global RNG) are set to what they were when the epoch started;
+    a fresh iterator is made over the same DataLoader (worker processes
+    started again, with the same _base_seed); its *sampler* is advanced by
+    the k batches of indices already yielded (indices only: no __getitem__
+    runs for them); then every RNG is put back to the state it had before the
+    rebuild.
+
+The next batch the rebuilt iterator gives is batch k, the one an uninterrupted
+run would have produced next (the failed iteration's own batch is in the loop's
+frame and is saved with it).
+
+The iterator does not keep those RNG states (nor its DataLoader): an import patch
+(plugins.import_patches) makes `_BaseDataLoaderIter.__init__` and `_reset` note
+them, a few KiB per epoch, when torch.utils.data.dataloader is first imported.
+
+Iterable-style datasets have no sampler to advance: the rebuilt iterator is
+fast-forwarded by fetching and dropping k batches (replay: the dataset's
+iterator runs again from its start).  Limits (docs/data-loading.md): a worker's
+own RNG (random augmentation inside __getitem__ with num_workers > 0) starts
+afresh from its seed in the new workers; a sampler must draw only from the RNGs
+listed above, and must not share its generator with the loop's body.
+"""
+import sys
+
+_DATALOADER = "torch.utils.data.dataloader"
+
+# Iterators unpickled but not yet rebuilt: restore_process() rebuilds them once the
+# whole state is loaded (every object complete), before the frames are re-entered,
+# so that worker processes are forked from a process with nothing half-built.
+_PENDING = []
+
+
+# --- RNG snapshots -------------------------------------------------------------------------
+
+def _generators(loader):
+    """The explicit torch generators the loader's sampling may draw from."""
+    torch = sys.modules["torch"]
+    found = []
+    candidates = [getattr(loader, "generator", None)]
+    for owner in (getattr(loader, "sampler", None), getattr(loader, "batch_sampler", None),
+                  getattr(getattr(loader, "batch_sampler", None), "sampler", None)):
+        if owner is not None:
+            candidates.append(getattr(owner, "generator", None))
+    for g in candidates:
+        if isinstance(g, torch.Generator) and g is not torch.default_generator and \
+                all(g is not f for f in found):
+            found.append(g)
+    return found
+
+
+def snapshot(loader):
+    """The states of every RNG the loader's sampling may draw from:
+    (default generator state, [(generator, state)], random state, numpy state)."""
+    torch = sys.modules["torch"]
+    rnd = sys.modules.get("random")
+    np = sys.modules.get("numpy")
+    return (torch.default_generator.get_state(),
+            [(g, g.get_state()) for g in _generators(loader)],
+            rnd.getstate() if rnd is not None else None,
+            np.random.get_state() if np is not None else None)
+
+
+def apply(snap):
+    torch = sys.modules["torch"]
+    default, explicit, rnd_state, np_state = snap
+    torch.default_generator.set_state(default)
+    for g, state in explicit:
+        g.set_state(state)
+    if rnd_state is not None:
+        import random
+        random.setstate(rnd_state)
+    if np_state is not None:
+        import numpy
+        numpy.random.set_state(np_state)
+
+
+# --- the import patch ----------------------------------------------------------------------
+
+def _patch(module):
+    base = module._BaseDataLoaderIter
+    if getattr(base, "_portal_patched", False):
+        return
+    init, reset = base.__init__, base._reset
+
+    def __init__(self, loader, *args, **kwargs):
+        self._portal_loader = loader
+        self._portal_rng_init = snapshot(loader)
+        self._portal_rng_epoch = None
+        init(self, loader, *args, **kwargs)
+
+    def _reset(self, loader, first_iter=False, *args, **kwargs):
+        if not first_iter:  # a persistent-workers iterator starting another epoch
+            self._portal_rng_epoch = snapshot(loader)
+        return reset(self, loader, first_iter, *args, **kwargs)
+
+    for fn, old in ((__init__, init), (_reset, reset)):
+        fn.__name__, fn.__qualname__, fn.__doc__ = old.__name__, old.__qualname__, old.__doc__
+        fn.__wrapped__ = old
+    base.__init__, base._reset = __init__, _reset
+    base._portal_patched = True
+
+
+def import_patches():
+    return {_DATALOADER: _patch}
+
+
+# --- saving ----------------------------------------------------------------------------------
+
+def _rb_shell(cls):
+    return object.__new__(cls)
+
+
+def _fill_later(shell, state):
+    _PENDING.append((shell, state))
+
+
+def reduce_iterator(it):
+    loader = getattr(it, "_portal_loader", None)
+    if loader is None or getattr(it, "_portal_rng_init", None) is None:
+        raise TypeError(f"cannot save {type(it).__name__}: it was made before Portal's "
+                        "DataLoader patch (an iterator made at import time?)")
+    state = {"loader": loader, "yielded": it._num_yielded, "base_seed": it._base_seed,
+             "rng_init": it._portal_rng_init, "rng_epoch": it._portal_rng_epoch}
+    return (_rb_shell, (type(it),), state, None, None, _fill_later)
+
+
+def subclass_reducers():
+    module = sys.modules.get(_DATALOADER)
+    if module is None:
+        return {}
+    return {module._BaseDataLoaderIter: reduce_iterator}
+
+
+def capture_process():
+    # A marker, so that restore_process() runs and rebuilds the iterators.
+    return True if _DATALOADER in sys.modules else None
+
+
+def restore_process(_saved):
+    finish()
+
+
+# --- rebuilding --------------------------------------------------------------------------------
+
+class _Replay:
+    """Stands for the loader's index sampler while the iterator is made: gives the
+    sampler's iterator, advanced by `skip` batches the first time it is asked for
+    a batch (or by fast_forward()), with the RNGs where the epoch started."""
+
+    def __init__(self, index_sampler, skip, rng_epoch):
+        self.index_sampler, self.skip, self.rng_epoch = index_sampler, skip, rng_epoch
+        self.iterator = None
+        self.done = False
+
+    def __iter__(self):
+        if self.rng_epoch is None:  # the epoch began with the iterator: its sampler too
+            self.iterator = iter(self.index_sampler)
+        return self
+
+    def __next__(self):
+        self.fast_forward()
+        return next(self.iterator)
+
+    def __len__(self):
+        return len(self.index_sampler)
+
+    def fast_forward(self):
+        if self.done:
+            return
+        self.done = True
+        if self.rng_epoch is not None:  # a later epoch of persistent workers
+            apply(self.rng_epoch)
+            self.iterator = iter(self.index_sampler)
+        for _ in range(self.skip):
+            try:
+                next(self.iterator)
+            except StopIteration:
+                break
+
+
+class _LoaderAs:
+    """The DataLoader as the iterator's __init__ sees it, with _Replay for its
+    index sampler."""
+
+    def __init__(self, loader, replay):
+        object.__setattr__(self, "_loader", loader)
+        object.__setattr__(self, "_index_sampler", replay)
+
+    def __getattr__(self, name):
+        return getattr(self._loader, name)
+
+
+def rebuild(shell, state):
+    """Make `shell` (an unfilled iterator of the saved class) the iterator it was."""
+    module = sys.modules[_DATALOADER]
+    loader, k = state["loader"], state["yielded"]
+    now = snapshot(loader)
+    try:
+        apply(state["rng_init"])
+        iterable = loader._dataset_kind == module._DatasetKind.Iterable
+        replay = _Replay(loader._index_sampler, 0 if iterable else k, state["rng_epoch"])
+        type(shell).__init__(shell, _LoaderAs(loader, replay))
+        replay.fast_forward()
+        shell._index_sampler = loader._index_sampler
+        shell._sampler_iter = replay.iterator
+        shell._portal_loader = loader
+        shell._portal_rng_init, shell._portal_rng_epoch = state["rng_init"], state["rng_epoch"]
+        shell._base_seed = state["base_seed"]
+        if iterable:  # no sampler to advance: replay the batches, data and all
+            for _ in range(k):
+                try:
+                    next(shell)
+                except StopIteration:
+                    break
+        shell._num_yielded = k
+    finally:
+        apply(now)
+
+
+def finish():
+    """Rebuild every iterator unpickled since the last call."""
+    while _PENDING:
+        shell, state = _PENDING.pop(0)
+        rebuild(shell, state)
