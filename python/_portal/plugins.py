@@ -13,19 +13,29 @@ pickler knowing about it.  It may define, all optional:
     import_patches()    {library module name: fn(module)}, run by the import hook
                         right after that module is executed (in a fresh run and in
                         a resumed one): to note state the capture will need
-                        that the library does not keep (a patch must be cheap)
+                        that the library does not keep (a patch must be cheap);
+                        such a module is listed in PATCHING too
 
 A plug-in for a library checks ``sys.modules`` and gives nothing when the program
 never imported it: the capture must not import libraries the program did not.
 """
-import importlib
+import sys
 
 # In the order their reducers are consulted (a later one wins for the same type).
 MODULES = ("generators", "files", "torch_state", "dataloader", "tqdm_state", "logging_state")
+# Those that define import_patches().
+PATCHING = ("dataloader",)
+
+
+def _load(name):
+    # Not importlib: import_patches() runs at start-up, where Portal imports as
+    # little as it can (what it imports is forgotten; the program imports its own).
+    __import__(f"_portal.{name}")
+    return sys.modules[f"_portal.{name}"]
 
 
 def _modules():
-    return [importlib.import_module(f"_portal.{name}") for name in MODULES]
+    return [_load(name) for name in MODULES]
 
 
 def reducers():
@@ -37,8 +47,12 @@ def reducers():
 
 
 def import_patches():
+    """Called at start-up, before the program runs: only the PATCHING modules are
+    imported then.  What start-up imports is forgotten before the program starts
+    (boot.py), and a module imported twice may have two versions of its types
+    (mmap.mmap in 3.11): so these modules import nothing but sys at their top."""
     patches = {}
-    for mod in _modules():
+    for mod in [_load(name) for name in PATCHING]:
         for name, patch in getattr(mod, "import_patches", dict)().items():
             previous = patches.get(name)
             patches[name] = patch if previous is None else _both(previous, patch)
