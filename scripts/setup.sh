@@ -20,7 +20,7 @@ packages=(
   # the interpreter Portal runs programs with, and its headers
   python3 python3-dev libpython3.11-dev
   # what the programs, tests and examples use
-  python3-numpy python3-torch python3-pytest
+  python3-numpy python3-torch python3-pytest python3-tqdm
   # C++ libraries
   pybind11-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libgtest-dev
 )
