@@ -93,7 +93,7 @@ def _patch(module):
     init, reset = base.__init__, base._reset
 
     def __init__(self, loader, *args, **kwargs):
-        self._portal_loader = loader
+        self._portal_loader = _reference(loader)
         self._portal_rng_init = snapshot(loader)
         self._portal_rng_epoch = None
         init(self, loader, *args, **kwargs)
@@ -108,6 +108,24 @@ def _patch(module):
         fn.__wrapped__ = old
     base.__init__, base._reset = __init__, _reset
     base._portal_patched = True
+
+
+def _reference(loader):
+    """What the iterator keeps of its loader.  A persistent-workers loader keeps
+    its iterator (loader._iterator): a weak reference back, so that no cycle
+    delays the workers' shutdown when the program drops the loader.  Any other
+    iterator may outlive its loader (`for b in DataLoader(...)`): a strong one."""
+    if getattr(loader, "persistent_workers", False) and getattr(loader, "num_workers", 0) > 0:
+        import weakref
+        return weakref.ref(loader)
+    return loader
+
+
+def loader_of(it):
+    """The DataLoader `it` iterates (None if unknown or gone)."""
+    import weakref
+    ref = getattr(it, "_portal_loader", None)
+    return ref() if isinstance(ref, weakref.ref) else ref
 
 
 def import_patches():
@@ -125,10 +143,13 @@ def _fill_later(shell, state):
 
 
 def reduce_iterator(it):
-    loader = getattr(it, "_portal_loader", None)
-    if loader is None or getattr(it, "_portal_rng_init", None) is None:
+    if getattr(it, "_portal_rng_init", None) is None:
         raise TypeError(f"cannot save {type(it).__name__}: it was made before Portal's "
                         "DataLoader patch (an iterator made at import time?)")
+    loader = loader_of(it)
+    if loader is None:
+        raise TypeError(f"cannot save {type(it).__name__}: its DataLoader (persistent "
+                        "workers) is gone; keep the DataLoader in a variable")
     state = {"loader": loader, "yielded": it._num_yielded, "base_seed": it._base_seed,
              "rng_init": it._portal_rng_init, "rng_epoch": it._portal_rng_epoch}
     return (_rb_shell, (type(it),), state, None, None, _fill_later)
@@ -213,7 +234,7 @@ def rebuild(shell, state):
         replay.fast_forward()
         shell._index_sampler = loader._index_sampler
         shell._sampler_iter = replay.iterator
-        shell._portal_loader = loader
+        shell._portal_loader = _reference(loader)
         shell._portal_rng_init, shell._portal_rng_epoch = state["rng_init"], state["rng_epoch"]
         shell._base_seed = state["base_seed"]
         if iterable:  # no sampler to advance: replay the batches, data and all

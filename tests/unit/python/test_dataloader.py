@@ -83,15 +83,17 @@ def as_lists(batches):
 
 def saved_mid_epoch(loader, k, generators, epochs_before=0):
     """(iterator after k batches of epoch epochs_before+1, its restored copy, the
-    RNG states at the save)."""
+    copy of the loader (saved with it, as a program's variable), the RNG states at
+    the save)."""
     for _ in range(epochs_before):
         list(loader)
     it = iter(loader)
     for _ in range(k):
         next(it)
     states = rng_states(generators)
-    copy = roundtrip(it)
-    return it, copy, states
+    copy_loader, copy = roundtrip((loader, it))
+    assert dataloader.loader_of(copy) is copy_loader
+    return it, copy, copy_loader, states
 
 
 @pytest.mark.parametrize("which", ["default", "loader", "sampler"])
@@ -106,13 +108,13 @@ def test_single_process_continues_with_the_next_batch(tmp_path, which):
         loader = DataLoader(ds, batch_size=4, shuffle=True, generator=g)
     else:
         loader = DataLoader(ds, batch_size=4, sampler=RandomSampler(ds, generator=g))
-    it, copy, states = saved_mid_epoch(loader, 5, [g], epochs_before=1)
+    it, copy, copy_loader, states = saved_mid_epoch(loader, 5, [g], epochs_before=1)
     expected = as_lists(it)
     expected_next_epoch = as_lists(loader) if which != "default" else None
     before = len(loaded(log))
 
     set_rng_states(states, [g])
-    copy_g = copy._portal_loader.generator if which == "loader" else None
+    copy_g = copy_loader.generator if which == "loader" else None
     got = as_lists(copy)
     assert got == expected and len(got) == 13 - 5
     # Only the remaining batches' items were loaded: none of the 5 batches before.
@@ -121,7 +123,7 @@ def test_single_process_continues_with_the_next_batch(tmp_path, which):
     if expected_next_epoch is not None:
         # The sampler's generator (a copy) is where the original's was: the next
         # epoch is the same too.
-        assert as_lists(copy._portal_loader) == expected_next_epoch
+        assert as_lists(copy_loader) == expected_next_epoch
         assert copy_g is None or copy_g is not g
 
 
@@ -148,7 +150,7 @@ def test_worker_processes_continue_with_the_next_batch(tmp_path, persistent):
     loader = DataLoader(ds, batch_size=4, shuffle=True, num_workers=2, generator=g,
                         persistent_workers=persistent)
     # Persistent workers: the second epoch reuses the iterator (its _reset path).
-    it, copy, states = saved_mid_epoch(loader, 3, [g], epochs_before=1 if persistent else 0)
+    it, copy, copy_loader, states = saved_mid_epoch(loader, 3, [g], epochs_before=1 if persistent else 0)
     expected = as_lists(it)
     expected_next_epoch = as_lists(loader)
 
@@ -161,10 +163,13 @@ def test_worker_processes_continue_with_the_next_batch(tmp_path, persistent):
     assert not pids & {w.pid for w in it._workers}
     assert sorted(loaded(log, pids=pids)) == sorted(i for b in expected for i, _ in b)
     assert copy._base_seed == it._base_seed
-    restored_loader = copy._portal_loader
+    restored_loader = copy_loader
     if persistent:
         assert restored_loader._iterator is copy
     assert as_lists(restored_loader) == expected_next_epoch
+    for done in (it, copy, loader._iterator, restored_loader._iterator):
+        if done is not None:  # now, not at a later collection (which waits seconds)
+            done._shutdown_workers()
 
 
 def test_iterable_dataset_is_fast_forwarded_by_replay(tmp_path):
@@ -177,6 +182,30 @@ def test_iterable_dataset_is_fast_forwarded_by_replay(tmp_path):
     assert loaded(log, 6) == list(range(6))
     expected = as_lists(it)
     assert as_lists(copy) == expected == [[[6], [7]], [[8], [9]]]
+
+
+def test_a_restored_iterator_can_be_saved_again(tmp_path):
+    g = torch.Generator().manual_seed(2)
+    loader = DataLoader(Counted(30, str(tmp_path / "calls")), batch_size=4, shuffle=True, generator=g)
+    it = iter(loader)
+    next(it)
+    once = roundtrip(it)
+    expected = as_lists(it)
+    assert as_lists([next(once)]) == expected[:1]
+    twice = roundtrip(once)  # a second suspension, in the resumed process
+    assert as_lists(twice) == expected[1:]
+
+
+def test_a_persistent_loader_is_referred_to_weakly(tmp_path):
+    loader = DataLoader(Counted(8, str(tmp_path / "calls")), batch_size=4, num_workers=1,
+                        persistent_workers=True)
+    it = iter(loader)
+    next(it)
+    assert dataloader.loader_of(it) is loader and it._portal_loader is not loader
+    del loader  # the program drops the loader but holds its iterator
+    with pytest.raises(TypeError, match="its DataLoader .* is gone"):
+        dataloader.reduce_iterator(it)
+    it._shutdown_workers()
 
 
 def test_an_iterator_made_before_the_patch_is_refused_by_name():
