@@ -92,15 +92,23 @@ def _patch(module):
         return
     init, reset = base.__init__, base._reset
 
+    # Whatever goes wrong here must not change the program's data loading: the
+    # iterator is then only not saveable (reduce_iterator says so).
     def __init__(self, loader, *args, **kwargs):
-        self._portal_loader = _reference(loader)
-        self._portal_rng_init = snapshot(loader)
+        try:
+            self._portal_loader = _reference(loader)
+            self._portal_rng_init = snapshot(loader)
+        except Exception:
+            self._portal_loader = self._portal_rng_init = None
         self._portal_rng_epoch = None
         init(self, loader, *args, **kwargs)
 
     def _reset(self, loader, first_iter=False, *args, **kwargs):
         if not first_iter:  # a persistent-workers iterator starting another epoch
-            self._portal_rng_epoch = snapshot(loader)
+            try:
+                self._portal_rng_epoch = snapshot(loader)
+            except Exception:
+                self._portal_rng_init = None
         return reset(self, loader, first_iter, *args, **kwargs)
 
     for fn, old in ((__init__, init), (_reset, reset)):
@@ -144,8 +152,9 @@ def _fill_later(shell, state):
 
 def reduce_iterator(it):
     if getattr(it, "_portal_rng_init", None) is None:
-        raise TypeError(f"cannot save {type(it).__name__}: it was made before Portal's "
-                        "DataLoader patch (an iterator made at import time?)")
+        raise TypeError(f"cannot save {type(it).__name__}: the RNG states its epoch "
+                        "started from were not noted (made before Portal's DataLoader "
+                        "patch, or they could not be read)")
     loader = loader_of(it)
     if loader is None:
         raise TypeError(f"cannot save {type(it).__name__}: its DataLoader (persistent "

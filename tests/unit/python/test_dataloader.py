@@ -212,5 +212,5 @@ def test_an_iterator_made_before_the_patch_is_refused_by_name():
     class Unpatched(_dl._SingleProcessDataLoaderIter):
         pass
     it = object.__new__(Unpatched)
-    with pytest.raises(TypeError, match="made before Portal's DataLoader patch"):
+    with pytest.raises(TypeError, match="the RNG states its epoch started from were not noted"):
         dataloader.reduce_iterator(it)
