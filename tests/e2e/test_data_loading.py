@@ -66,18 +66,13 @@ def items_by_step(stdout):
     return {int(step): items.split(", ") for step, items in STEP_RE.findall(stdout.decode())}
 
 
-def portal_plugin_exists(name):
-    staged = Path(os.environ.get("PORTAL_RUN", "")).resolve().parent.parent / "lib" / "portal" / "python"
-    return (staged / "_portal" / f"{name}.py").exists()
-
-
 CASES = {
     # id: (workers, persistent, rng, epochs, failing step, dropout)
     "w0-default-rng": (0, 0, "default", 2, STEPS_PER_EPOCH + 3, 0.0),
     "w2-persistent-loader-generator": (2, 1, "loader", 3, STEPS_PER_EPOCH + 4, 0.0),
     "w2-sampler-generator": (2, 0, "sampler", 2, 5, 0.0),
-    # Torch's default generator drives the next epoch's shuffle and the dropout:
-    # this needs torch's RNG state saved (the torch_state plug-in).
+    # Torch's default generator drives the next epoch's shuffle and the dropout
+    # (its state is saved by the torch_state plug-in).
     "w0-default-rng-dropout-next-epoch": (0, 0, "default", 2, 5, 0.2),
 }
 
@@ -85,8 +80,6 @@ CASES = {
 @pytest.mark.parametrize("case", list(CASES))
 def test_training_loop_resumes_with_the_batches_python_gives(case, tmp_path, portal_run, portal):
     workers, persistent, rng, epochs, fail_at, dropout = CASES[case]
-    if dropout and not portal_plugin_exists("torch_state"):
-        pytest.skip("torch's RNG state is saved by the torch_state plug-in, not in this build")
     args = ["train.py", str(workers), str(persistent), rng, str(epochs), str(dropout)]
 
     root = fresh(tmp_path)
