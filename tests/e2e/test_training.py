@@ -58,7 +58,7 @@ CASES = [
     ("cnn_train.py", "cnn_train.py:30@12", "cuda"),
     # in backward(): the rerun is exact because nothing before it in the iteration
     # drew random numbers or accumulated gradients (docs/torch.md, known gaps)
-    ("lstm_tbptt.py", "lstm_tbptt.py:35@9", "cuda"),
+    ("backward_oom.py", "backward_oom.py:19@13", "cuda"),
     ("cnn_train.py", "cnn_train.py:30@23", "cpu"),    # second epoch, after a user torch.save
     ("lstm_tbptt.py", "lstm_tbptt.py:32@20", "torch"),
     ("while_true.py", "while_true.py:20@25", "cpu"),
