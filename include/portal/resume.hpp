@@ -20,6 +20,7 @@ struct ResumeRequest {
     std::string gpu;  // empty: no requirement
     std::string on = "local";
     std::vector<std::string> policies;  // none: the job's own, as recorded
+    std::string device_map;             // "0:1,1:0": saved CUDA device -> this machine's
 };
 
 int portal_resume(const ResumeRequest& request);

@@ -230,6 +230,9 @@ def _rescue(runtime, loop_frame, loop_line, exc):
     error_text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     tb_text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
     _free_inner_frames(exc, loop_frame)
+    if "torch" in sys.modules:   # what those frames held on a GPU goes back to the driver
+        from _portal import torch_state
+        torch_state.release_cached_device_memory()
 
     loop = LoopInfo(filename=loop_frame.f_code.co_filename, line=loop_line,
                     iteration=_iteration(frames[-1].stack, site), function=loop_frame.f_code.co_name)

@@ -484,7 +484,7 @@ def _device_storage_from_host(buf, device_type, index, chunk_bytes=None):
     if device_type == "cuda" and index >= torch.cuda.device_count():
         raise RuntimeError(
             f"portal: cuda:{index}: this machine has {torch.cuda.device_count()} cuda "
-            f"device(s); map the saved devices, e.g. PORTAL_DEVICE_MAP=0:0 portal resume JOB")
+            f"device(s); map the saved devices, e.g. portal resume JOB --device-map 0:0")
     src = _rb_storage(buf)
     host = torch.empty(0, dtype=torch.uint8).set_(src)
     dst = torch.empty(len(host), dtype=torch.uint8, device=device)

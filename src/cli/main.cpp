@@ -2,6 +2,7 @@
 // Every command but run first expires the suspended jobs whose checkpoint is
 // past its 3 days (expiry.hpp), so that the store is cleaned without `portal gc`.
 #include <iostream>
+#include <regex>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,15 @@ int main(int argc, char** argv) {
     resume_cmd->add_option("--policy", resume.policies,
                            "Set a job policy again (oom.on=false); the job's own are kept otherwise")
         ->type_name("KEY=VALUE");
+    resume_cmd->add_option("--device-map", resume.device_map,
+                           "Where the job's CUDA tensors go when this machine numbers its GPUs "
+                           "differently: FROM:TO[,FROM:TO...] (e.g. 0:1); default: the same index")
+        ->type_name("MAP")
+        ->check([](const std::string& text) {
+            return std::regex_match(text, std::regex("[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*"))
+                       ? std::string()
+                       : "not FROM:TO[,FROM:TO...] of device indexes (e.g. 0:1)";
+        });
 
     portal::RmRequest rm;
     CLI::App* rm_cmd = app.add_subcommand(

@@ -2,6 +2,7 @@
 #include "portal/resume.hpp"
 
 #include <array>
+#include <cstdlib>
 #include <ctime>
 #include <optional>
 #include <cstdio>
@@ -73,6 +74,7 @@ std::vector<std::string> command_of(const ResumeRequest& request, const std::str
     std::vector<std::string> command{"portal", "resume", id};
     if (!request.mem.empty()) command.insert(command.end(), {"--mem", request.mem});
     if (!request.gpu.empty()) command.insert(command.end(), {"--gpu", request.gpu});
+    if (!request.device_map.empty()) command.insert(command.end(), {"--device-map", request.device_map});
     for (const auto& p : request.policies) command.insert(command.end(), {"--policy", p});
     return command;
 }
@@ -121,6 +123,11 @@ int portal_resume(const ResumeRequest& request) {
     } catch (const PolicyError& e) {
         log::say("policy", std::string(e.what()) + " (see portal resume --help)");
         return kRefused;
+    }
+    if (!request.device_map.empty()) {
+        // Read by the restore while it rebuilds CUDA tensors (torch_state.py); the
+        // program itself gets back the environment the job had.
+        setenv("PORTAL_DEVICE_MAP", request.device_map.c_str(), 1);
     }
     std::optional<JobRun> run;
     try {

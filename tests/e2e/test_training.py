@@ -110,3 +110,14 @@ def test_a_real_out_of_memory_error_in_training(work, tmp_path_factory):
                                        resume_options=("--mem", "8G"), BIG_AT="33")
     assert b"DefaultCPUAllocator: can't allocate memory" in first.stderr
     assert first.stdout + second.stdout == expected
+
+
+def test_an_error_inside_an_lbfgs_closure_is_inside_the_step(work):
+    r = subprocess.run([PORTAL_RUN, "lbfgs.py"], cwd=work, capture_output=True,
+                       env=env_for(work, PORTAL_FAKE_OOM="lbfgs.py:13@7=torch"), timeout=300)
+    assert r.returncode == 1, r.stderr
+    lines = r.stderr.decode().splitlines()
+    assert lines[-2].startswith("torch.cuda.OutOfMemoryError: CUDA out of memory.")
+    assert lines[-1].startswith("portal: not rescued: raised inside an optimizer step (")
+    assert "/torch/optim/" in lines[-1] and lines[-1].endswith("): the weights may be half updated")
+    assert not [p for p in (work.parent / "home" / "jobs").glob("*/checkpoint*")]
