@@ -1,0 +1,558 @@
+#!/usr/bin/python3
+"""Checkpoint I/O of Portal against dd and torch.save/torch.load, measured in one run.
+
+    /usr/bin/python3 bench/checkpoint_io.py [--size-mib 2048] [--repeats 3] [--dir DIR]
+
+A model-like state of CPU tensors (an nn.Module with an embedding tied to the
+output layer, linear layers, a buffer, gradients, an Adam optimizer with its
+moments, views sharing storage, a few plain Python objects) of about --size-mib
+MiB of live tensor bytes is written and read back by:
+
+  portal   python/_portal/checkpoint.py write_checkpoint / read_checkpoint
+  torch    torch.save to a file + flush + fsync / torch.load
+  dd       dd if=/dev/zero bs=16M conv=fsync of the same number of bytes as the
+           checkpoint, into the same directory (write only)
+
+Every writer and reader runs in a fresh subprocess that builds (or loads) the
+state itself, so memory figures are those of one process.  Repetitions are
+interleaved and the order rotates, so drifts of the machine hit every runner.
+Reported (medians of the repetitions):
+
+  write throughput   portal / dd                     target >= 0.8
+  write throughput   portal / torch.save             target >= 1.0
+  peak extra memory  VmHWM during the write minus VmRSS before it (the peak is
+                     reset through /proc/self/clear_refs first), beyond the
+                     size of state.pickle (the in-band, non-tensor objects)
+                                                     target < 64 MiB
+  restore            torch.load time / portal time   target >= 1.0, to usable
+                     tensors: the load plus a write to every page of every
+                     storage (what the first training step does; for Portal's
+                     copy-on-write mappings this is where pages get copied)
+  size               checkpoint bytes / live tensor bytes   target <= 1.05
+
+Reads are measured cold (the files' pages evicted from the page cache with
+posix_fadvise(DONTNEED) after they were written and fsynced, which needs no
+root; --drop-caches uses /proc/sys/vm/drop_caches instead) and warm.
+
+Exit status: 0 (it is a benchmark); with --check, 1 if a target is missed; 2 if
+a run crashed or a reader restored different tensors.  See docs/benchmarks.md.
+"""
+import argparse
+import datetime
+import json
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import types
+
+BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(BENCH_DIR)
+PYTHON = "/usr/bin/python3"
+MIB = 1 << 20
+DD_BLOCK = 16 * MIB
+
+TARGET_VS_DD = 0.8
+TARGET_VS_TORCH_SAVE = 1.0
+TARGET_EXTRA_MIB = 64
+TARGET_RESTORE = 1.0
+TARGET_SIZE = 1.05
+
+
+class Crash(Exception):
+    """A run failed or restored the wrong tensors: the figures would be meaningless."""
+
+
+# ---------------------------------------------------------------------------
+# the state (built in the children)
+
+def model_class():
+    """The model's class, defined at module level as ``Model`` so that pickles
+    (torch's and Portal's) name it ``__main__.Model`` in every child."""
+    if "Model" in globals():
+        return globals()["Model"]
+    from torch import nn
+    import torch
+
+    class Model(nn.Module):
+        def __init__(self, vocab, dim, hidden):
+            super().__init__()
+            self.embed = nn.Embedding(vocab, dim)
+            self.layers = nn.ModuleList()
+            for h in hidden:                               # two linears per share
+                self.layers.append(nn.Linear(dim, h))
+                self.layers.append(nn.Linear(h, dim, bias=False))
+            self.norm = nn.LayerNorm(dim)
+            self.head = nn.Linear(dim, vocab, bias=False)
+            self.head.weight = self.embed.weight            # tied: shared Parameter
+            self.register_buffer("running", torch.zeros(dim, 64))
+
+    Model.__qualname__ = "Model"
+    globals()["Model"] = Model
+    return Model
+
+
+def build_state(size_bytes):
+    """A training-like state of about ``size_bytes`` live tensor bytes.
+
+    Parameters, their gradients and Adam's two moments are four equal shares, so
+    the parameters get a quarter: an embedding (tied to the output layer: one
+    Parameter, written once), linear layers of several sizes, biases, a buffer.
+    """
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    n_params = max(size_bytes // 4 // 4, 1 << 16)      # float32 elements
+    dim = 1024
+    vocab = max(int(n_params * 0.40) // dim, 1)
+    hidden = [max(int(n_params * share) // dim, 1) for share in (0.15, 0.09, 0.04, 0.02)]
+
+    with torch.no_grad():
+        model = model_class()(vocab, dim, hidden)
+    params = [p for p in model.parameters()]
+    opt = torch.optim.Adam(params, lr=1e-3)
+    block = torch.randint(0, 256, (4 * MIB,), dtype=torch.uint8)
+
+    def fill(t, salt):
+        # Random-looking bytes, cheaply: a random block, rolled per tensor.
+        u8 = t.detach().view(-1).view(torch.uint8)
+        src = block.roll(salt * 4099)
+        for start in range(0, u8.numel(), src.numel()):
+            n = min(src.numel(), u8.numel() - start)
+            u8[start:start + n].copy_(src[:n])
+        # keep floats finite: clear the exponent's top bit of float32 words
+        t.detach().view(-1).view(torch.int32).bitwise_and_(0x3FFFFFFF)
+
+    salt = 0
+    for p in params:
+        fill(p, salt)
+        p.grad = torch.empty_like(p)
+        fill(p.grad, salt + 1)
+        opt.state[p] = {"step": torch.tensor(1000.0),
+                        "exp_avg": torch.empty_like(p), "exp_avg_sq": torch.empty_like(p)}
+        fill(opt.state[p]["exp_avg"], salt + 2)
+        fill(opt.state[p]["exp_avg_sq"], salt + 3)
+        salt += 4
+    fill(model.running, salt)
+    emb = model.embed.weight
+    state = {
+        "model": model,
+        "optimizer": opt,
+        "views": {                                 # sharing storage with the model
+            "first_rows": emb.detach()[:16],
+            "column": emb.detach()[:, 3],           # non-contiguous
+            "running_t": model.running.t(),
+        },
+        # torch.save drops a Parameter's .grad; listing the gradients makes both
+        # writers save the same tensors (Portal saves each storage once anyway)
+        "grads": [p.grad for p in params],
+        "epoch": 3, "step": 1234,
+        "losses": [1.0 / (i + 1) for i in range(1000)],
+        "config": {"lr": 1e-3, "dim": dim, "vocab": vocab, "hidden": hidden,
+                   "name": "bench"},
+    }
+    return state
+
+
+def storages(state):
+    """{data_ptr: uint8 tensor over the whole storage} of every tensor in ``state``."""
+    import torch
+    found = {}
+
+    def add(t):
+        if t is None:
+            return
+        s = t.storage().untyped()
+        if s.data_ptr() not in found:
+            found[s.data_ptr()] = torch.empty(0, dtype=torch.uint8).set_(s)
+
+    model, opt = state["model"], state["optimizer"]
+    for p in model.parameters():
+        add(p)
+    for g in state["grads"]:
+        add(g)
+    for b in model.buffers():
+        add(b)
+    for per_param in opt.state.values():
+        for v in per_param.values():
+            if isinstance(v, torch.Tensor):
+                add(v)
+    for v in state["views"].values():
+        add(v)
+    return found
+
+
+def fingerprint(state):
+    """Values that tell whether a restore got every tensor right: per named
+    tensor, shape and a sum over a sample of its elements; sharing of storage."""
+    import torch
+    model, opt = state["model"], state["optimizer"]
+    out = []
+
+    def sample(name, t):
+        flat = t.detach().reshape(-1)
+        out.append([name, list(t.shape), float(flat[::4093].double().sum()),
+                    float(flat[-7:].double().sum()) if flat.numel() else 0.0])
+
+    for name, p in model.named_parameters():
+        sample(name, p)
+    for i, g in enumerate(state["grads"]):
+        sample(f"grads.{i}", g)
+    for name, b in model.named_buffers():
+        sample(name, b)
+    for i, p in enumerate(opt.param_groups[0]["params"]):
+        for k, v in sorted(opt.state[p].items()):
+            sample(f"opt.{i}.{k}", v)
+    for k, v in sorted(state["views"].items()):
+        sample("views." + k, v)
+    emb = model.embed.weight
+    out.append(["shared",
+                model.head.weight is emb,
+                state["views"]["first_rows"].data_ptr() == emb.data_ptr(),
+                state["views"]["column"].storage().data_ptr() == emb.storage().data_ptr(),
+                isinstance(emb, torch.nn.Parameter)])
+    out.append(["plain", state["epoch"], state["step"], sum(state["losses"]),
+                state["config"]["name"]])
+    return out
+
+
+def live_bytes(state):
+    return sum(u8.numel() for u8 in storages(state).values())
+
+
+def touch_pages(state):
+    """Write every page of every storage once (in place, same values): the first
+    training step writes all parameters, gradients and optimizer moments."""
+    for u8 in storages(state).values():
+        u8[::4096].add_(0)
+
+
+# ---------------------------------------------------------------------------
+# children
+
+def proc_status():
+    fields = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                fields[key] = int(rest.split()[0]) * 1024
+    return fields
+
+
+def reset_peak():
+    """Reset VmHWM to the current RSS (Linux >= 4.0); False if not possible."""
+    try:
+        with open("/proc/self/clear_refs", "w") as f:
+            f.write("5")
+        return True
+    except OSError:
+        return False
+
+
+def child_write(kind, size_bytes, target):
+    import torch
+    state = build_state(size_bytes)
+    live = live_bytes(state)
+    fp = fingerprint(state)
+    peak_reset = reset_peak()
+    before = proc_status()
+    pickle_bytes = 0
+    if kind == "portal":
+        from _portal.checkpoint import write_checkpoint
+        from _portal.codeindex import CodeRegistry
+        parent, name = os.path.split(target)
+        t0 = time.perf_counter()
+        info = write_checkpoint(parent, name, state, None, {}, registry=CodeRegistry(),
+                                modules={})
+        elapsed = time.perf_counter() - t0
+        written = info.total_bytes
+        pickle_bytes = info.manifest["files"]["state.pickle"]["size"]
+    else:
+        t0 = time.perf_counter()
+        with open(target, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        fd = os.open(os.path.dirname(target), os.O_RDONLY | os.O_DIRECTORY)
+        os.fsync(fd)          # as the checkpoint fsyncs its directories
+        os.close(fd)
+        elapsed = time.perf_counter() - t0
+        written = os.path.getsize(target)
+    after = proc_status()
+    return {"seconds": elapsed, "bytes": written, "live": live, "pickle": pickle_bytes,
+            "rss_before": before["VmRSS"], "hwm_after": after["VmHWM"],
+            "peak_reset": peak_reset, "fingerprint": fp}
+
+
+def child_read(kind, target):
+    import torch
+    model_class()
+    t0 = time.perf_counter()
+    if kind == "portal":
+        from _portal.checkpoint import read_checkpoint
+        _, state = read_checkpoint(target, None, main_module=types.ModuleType("m"),
+                                   check_sources=False)
+    else:
+        state = torch.load(target)
+    loaded = time.perf_counter()
+    touch_pages(state)
+    usable = time.perf_counter()
+    return {"load": loaded - t0, "seconds": usable - t0, "fingerprint": fingerprint(state)}
+
+
+def child_main(args):
+    sys.path.insert(0, os.path.join(REPO, "python"))
+    if args.child == "write":
+        result = child_write(args.kind, args.size_mib * MIB, args.target)
+    else:
+        result = child_read(args.kind, args.target)
+    print("CHECKPOINT_IO " + json.dumps(result))
+
+
+# ---------------------------------------------------------------------------
+# the parent
+
+def child_env():
+    env = dict(os.environ)
+    for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        env.setdefault(var, "1")
+    env.pop("PYTHONPATH", None)
+    return env
+
+
+def run_child(mode, kind, target, size_mib):
+    argv = [PYTHON, os.path.abspath(__file__), "--child", mode, "--kind", kind,
+            "--target", target, "--size-mib", str(size_mib)]
+    proc = subprocess.run(argv, env=child_env(), stdin=subprocess.DEVNULL,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise Crash(f"{mode} {kind} exited with {proc.returncode}:\n{proc.stderr[-3000:]}")
+    for line in proc.stdout.splitlines():
+        if line.startswith("CHECKPOINT_IO "):
+            return json.loads(line[len("CHECKPOINT_IO "):])
+    raise Crash(f"{mode} {kind} printed no result:\n{proc.stdout[-2000:]}")
+
+
+def run_dd(directory, nbytes):
+    count = -(-nbytes // DD_BLOCK)
+    path = os.path.join(directory, "dd.bin")
+    t0 = time.perf_counter()
+    subprocess.run(["dd", "if=/dev/zero", f"of={path}", f"bs={DD_BLOCK}", f"count={count}",
+                    "conv=fsync", "status=none"], check=True)
+    elapsed = time.perf_counter() - t0
+    os.unlink(path)
+    return {"seconds": elapsed, "bytes": count * DD_BLOCK}
+
+
+def files_under(path):
+    path = os.path.realpath(path)
+    if os.path.isfile(path):
+        return [path]
+    return [os.path.join(d, f) for d, _, names in os.walk(path) for f in names]
+
+
+def evict(paths, drop_caches):
+    """Evict the files' pages from the page cache (they are clean: fsynced)."""
+    if drop_caches:
+        subprocess.run(["sync"], check=True)
+        with open("/proc/sys/vm/drop_caches", "w") as f:
+            f.write("1")
+        return
+    for path in paths:
+        fd = os.open(path, os.O_RDONLY)
+        try:
+            os.fdatasync(fd)
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_DONTNEED)
+        finally:
+            os.close(fd)
+
+
+def cached_bytes(paths):
+    """Bytes of the files now in the page cache (fincore), or None."""
+    if not shutil.which("fincore"):
+        return None
+    proc = subprocess.run(["fincore", "--bytes", "--noheadings", "--output", "RES"] + paths,
+                          capture_output=True, text=True)
+    if proc.returncode != 0:
+        return None
+    return sum(int(x) for x in proc.stdout.split())
+
+
+def progress(msg):
+    sys.stderr.write(f"  {msg}\n")
+    sys.stderr.flush()
+
+
+def measure(args, directory):
+    """{key: [sample dicts]} over args.repeats interleaved, rotating repetitions."""
+    res = {k: [] for k in ("dd", "portal_w", "torch_w", "portal_cold", "torch_cold",
+                           "portal_warm", "torch_warm")}
+    reference = None
+    residue = []
+    for rep in range(args.repeats):
+        ck = os.path.join(directory, "ck", "job")
+        pt = os.path.join(directory, "state.pt")
+        shutil.rmtree(os.path.join(directory, "ck"), ignore_errors=True)
+        os.makedirs(os.path.join(directory, "ck"))
+        writers = ["portal", "torch", "dd"]
+        writers = writers[rep % 3:] + writers[:rep % 3]
+        for w in writers:
+            if w == "dd":
+                # as many bytes as the checkpoint (known after its first write)
+                nbytes = res["portal_w"][-1]["bytes"] if res["portal_w"] else \
+                    args.size_mib * MIB
+                res["dd"].append(run_dd(directory, nbytes))
+                progress(f"rep {rep + 1}: dd {res['dd'][-1]['seconds']:.2f} s")
+                continue
+            r = run_child("write", w, ck if w == "portal" else pt, args.size_mib)
+            if reference is None:
+                reference = r["fingerprint"]
+            elif r["fingerprint"] != reference:
+                raise Crash(f"{w} writer built a different state")
+            res[f"{w}_w"].append(r)
+            progress(f"rep {rep + 1}: write {w} {r['seconds']:.2f} s, "
+                     f"{r['bytes'] / MIB:.1f} MiB")
+        readers = ["portal", "torch"] if rep % 2 == 0 else ["torch", "portal"]
+        for mode in ("cold", "warm"):
+            for w in readers:
+                target = ck if w == "portal" else pt
+                paths = files_under(target)
+                if mode == "cold":
+                    evict(paths, args.drop_caches)
+                    residue.append(cached_bytes(paths))
+                r = run_child("read", w, target, args.size_mib)
+                if r["fingerprint"] != reference:
+                    raise Crash(f"{w} ({mode}) restored different tensors than were written")
+                res[f"{w}_{mode}"].append(r)
+                progress(f"rep {rep + 1}: read {w} {mode} {r['load']:.2f} s, usable "
+                         f"{r['seconds']:.2f} s")
+    shutil.rmtree(os.path.join(directory, "ck"), ignore_errors=True)
+    try:
+        os.unlink(os.path.join(directory, "state.pt"))
+    except FileNotFoundError:
+        pass
+    return res, residue
+
+
+def med(samples, key="seconds"):
+    return statistics.median(s[key] for s in samples)
+
+
+def evaluate(res):
+    """Rows: (measurement, portal, other, ratio text, target text, ok)."""
+    rows = []
+    pw, tw, dd = res["portal_w"], res["torch_w"], res["dd"]
+    mbps = lambda samples: statistics.median(s["bytes"] / s["seconds"] for s in samples) / MIB
+    p_tp, t_tp, d_tp = mbps(pw), mbps(tw), mbps(dd)
+    r = p_tp / d_tp
+    rows.append(("write MiB/s vs dd (fsync)", f"{p_tp:.0f}", f"{d_tp:.0f}", f"{r:.2f}x",
+                 f">= {TARGET_VS_DD}x", r >= TARGET_VS_DD))
+    r = p_tp / t_tp
+    rows.append(("write MiB/s vs torch.save+fsync", f"{p_tp:.0f}", f"{t_tp:.0f}",
+                 f"{r:.2f}x", f">= {TARGET_VS_TORCH_SAVE}x", r >= TARGET_VS_TORCH_SAVE))
+    extra = lambda s: s["hwm_after"] - s["rss_before"]
+    p_extra = statistics.median(extra(s) for s in pw) / MIB
+    t_extra = statistics.median(extra(s) for s in tw) / MIB
+    pickle_mib = statistics.median(s["pickle"] for s in pw) / MIB
+    beyond = p_extra - pickle_mib
+    rows.append(("peak extra MiB while writing", f"{p_extra:.1f}", f"{t_extra:.1f}",
+                 f"{beyond:+.1f} over pickle", f"< {TARGET_EXTRA_MIB} MiB",
+                 beyond < TARGET_EXTRA_MIB))
+    for mode in ("cold", "warm"):
+        p, t = med(res[f"portal_{mode}"]), med(res[f"torch_{mode}"])
+        r = t / p
+        rows.append((f"restore to usable s, {mode}", f"{p:.2f}", f"{t:.2f}", f"{r:.2f}x",
+                     f">= {TARGET_RESTORE}x" if mode == "cold" else "(info)",
+                     r >= TARGET_RESTORE if mode == "cold" else None))
+        p, t = med(res[f"portal_{mode}"], "load"), med(res[f"torch_{mode}"], "load")
+        rows.append((f"  of which load s, {mode}", f"{p:.2f}", f"{t:.2f}", f"{t / p:.2f}x",
+                     "(info)", None))
+    live = pw[0]["live"]
+    size = pw[0]["bytes"] / live
+    rows.append(("size / live tensor bytes", f"{size:.4f}",
+                 f"{tw[0]['bytes'] / live:.4f}", f"{size:.4f}", f"<= {TARGET_SIZE}",
+                 size <= TARGET_SIZE))
+    return rows
+
+
+def print_table(rows):
+    head = f"{'measurement':34} {'portal':>9} {'other':>9}  {'ratio':>18}  {'target':>10}  result"
+    print(head)
+    print("-" * len(head))
+    for name, p, o, ratio, target, ok in rows:
+        verdict = "" if ok is None else ("PASS" if ok else "FAIL")
+        print(f"{name:34} {p:>9} {o:>9}  {ratio:>18}  {target:>10}  {verdict}")
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--size-mib", type=int, default=2048,
+                    help="live tensor bytes of the state, MiB (default 2048)")
+    ap.add_argument("--repeats", type=int, default=3, help="repetitions (default 3)")
+    ap.add_argument("--dir", help="directory to write in (default: a new one in $TMPDIR)")
+    ap.add_argument("--drop-caches", action="store_true",
+                    help="cold reads through /proc/sys/vm/drop_caches (root; evicts "
+                         "every file on the machine) instead of posix_fadvise")
+    ap.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
+    ap.add_argument("--json", help="write the raw samples here")
+    ap.add_argument("--child", choices=("write", "read"), help=argparse.SUPPRESS)
+    ap.add_argument("--kind", choices=("portal", "torch"), help=argparse.SUPPRESS)
+    ap.add_argument("--target", help=argparse.SUPPRESS)
+    args = ap.parse_args(argv)
+    if args.child:
+        return child_main(args)
+
+    started = datetime.datetime.now(datetime.timezone.utc)
+    owned = args.dir is None
+    directory = tempfile.mkdtemp(prefix="portal-ckio-") if owned else args.dir
+    os.makedirs(directory, exist_ok=True)
+    head = subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+                          capture_output=True, text=True).stdout.strip() or "?"
+    print(f"Portal checkpoint I/O benchmark, {started:%Y-%m-%d %H:%M} UTC, checkout {head}")
+    print(f"machine: {platform.node()}, {os.cpu_count()} cores, Linux {platform.release()}, "
+          f"load average {os.getloadavg()[0]:.2f}")
+    print(f"state:   {args.size_mib} MiB of CPU tensors, {args.repeats} repetitions, "
+          f"directory {directory}")
+    print(f"cold reads: {'drop_caches' if args.drop_caches else 'posix_fadvise(DONTNEED)'}")
+    t0 = time.perf_counter()
+    try:
+        res, residue = measure(args, directory)
+    except Crash as exc:
+        print(f"checkpoint_io.py: CRASH: {exc}", file=sys.stderr)
+        return 2
+    finally:
+        if owned:
+            shutil.rmtree(directory, ignore_errors=True)
+    rows = evaluate(res)
+    pw = res["portal_w"][0]
+    print(f"live tensor bytes {pw['live'] / MIB:.1f} MiB; checkpoint {pw['bytes'] / MIB:.1f} "
+          f"MiB (state.pickle {pw['pickle'] / 1024:.1f} KiB); torch.save file "
+          f"{res['torch_w'][0]['bytes'] / MIB:.1f} MiB")
+    known = [r for r in residue if r is not None]
+    if known:
+        print(f"page cache left of the files at a cold read: at most {max(known) / MIB:.1f} MiB")
+    if not all(s["peak_reset"] for s in res["portal_w"] + res["torch_w"]):
+        print("warning: /proc/self/clear_refs failed: peak memory includes building the state")
+    print()
+    print_table(rows)
+    print()
+    print("medians of the repetitions; 'other' is dd for the first row and torch for the "
+          "rest;\nrestore ratio = torch time / portal time (> 1: portal is faster)")
+    missed = [r[0] for r in rows if r[5] is False]
+    print(f"total time {time.perf_counter() - t0:.0f} s, load average "
+          f"{os.getloadavg()[0]:.2f}; "
+          + ("all targets met" if not missed else "missed: " + ", ".join(missed)))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"size_mib": args.size_mib, "samples": res}, f, indent=1)
+    return 1 if (args.check and missed) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
