@@ -208,6 +208,69 @@ def _hash_pieces(items):
     return h.hexdigest()
 
 
+class _WriteBehind:
+    """Keep a pack file's dirty page cache to about two windows while writing it.
+
+    Each full window (FLUSH_BYTES) is handed to writeback at once
+    (sync_file_range WRITE); the window before it is waited for and its pages
+    dropped (fadvise DONTNEED).  A checkpoint is written when memory is short:
+    without this, GiBs of dirty page cache pile up until the final fsync, and
+    the writer competes with the program for new pages (on this project's VM,
+    first use of memory is slow: 2 GiB took 16 s from a tensor vs 1 s again).
+    Purely advisory: durability still comes from the fsync of every file after
+    this, and where sync_file_range is missing or fails nothing is done."""
+
+    def __init__(self, fd):
+        self.fd, self.pos, self.start, self.prev = fd, 0, 0, None
+
+    def wrote(self, n):
+        self.pos += n
+        if self.pos - self.start >= FLUSH_BYTES:
+            self._window(self.start, self.pos)
+            self.start = self.pos
+
+    def finish(self):
+        if self.prev is not None:
+            self._drop(*self.prev)
+
+    def _window(self, start, end):
+        sync = _sync_file_range()
+        if sync is None:
+            return
+        sync(self.fd, start, end - start, _SFR_WRITE)
+        if self.prev is not None:
+            self._drop(*self.prev)
+        self.prev = (start, end)
+
+    def _drop(self, start, end):
+        sync = _sync_file_range()
+        if sync(self.fd, start, end - start, _SFR_WAIT_BEFORE | _SFR_WRITE | _SFR_WAIT_AFTER) == 0:
+            try:
+                os.posix_fadvise(self.fd, start, end - start, os.POSIX_FADV_DONTNEED)
+            except OSError:
+                pass
+
+
+FLUSH_BYTES = 64 << 20
+_SFR_WAIT_BEFORE, _SFR_WRITE, _SFR_WAIT_AFTER = 1, 2, 4      # <linux/fs.h>
+_SYNC_FILE_RANGE = []
+
+
+def _sync_file_range():
+    """libc's sync_file_range(2) through ctypes (which releases the GIL), or None."""
+    if not _SYNC_FILE_RANGE:
+        fn = None
+        try:
+            import ctypes
+            fn = ctypes.CDLL(None, use_errno=True).sync_file_range
+            fn.argtypes = (ctypes.c_int, ctypes.c_int64, ctypes.c_int64, ctypes.c_uint)
+            fn.restype = ctypes.c_int
+        except (ImportError, OSError, AttributeError):
+            fn = None
+        _SYNC_FILE_RANGE.append(fn)
+    return _SYNC_FILE_RANGE[0]
+
+
 def _write_blobs(directory, views):
     """Write the pack files; hash them on other threads while writing (sha256 and
     the copy into the page cache each run at about disk speed here)."""
@@ -224,8 +287,11 @@ def _write_blobs(directory, views):
             for name, size, items in files:
                 fd = _create(os.path.join(directory, name))
                 fds.append(fd)
+                behind = _WriteBehind(fd)
                 for piece in _pieces(items):
                     _write_all(fd, piece)
+                    behind.wrote(piece.nbytes)
+                behind.finish()
             for fd in fds:
                 os.fsync(fd)
         except BaseException:
