@@ -285,7 +285,25 @@ def child_write(kind, size_bytes, target):
         elapsed = time.perf_counter() - t0
         written = os.path.getsize(target)
     after = proc_status()
-    return {"seconds": elapsed, "bytes": written, "live": live, "pickle": pickle_bytes,
+    # Once more, now that the process has written (and freed) that much page
+    # cache: on VMs whose memory is backed lazily by the host, the first use of
+    # fresh pages dominates the first write (docs/benchmarks.md).
+    again = None
+    if kind == "portal":
+        shutil.rmtree(os.path.realpath(target))
+        os.unlink(target)
+        t0 = time.perf_counter()
+        write_checkpoint(parent, name, state, None, {}, registry=CodeRegistry(), modules={})
+        again = time.perf_counter() - t0
+    else:
+        os.unlink(target)
+        t0 = time.perf_counter()
+        with open(target, "wb") as f:
+            torch.save(state, f)
+            f.flush()
+            os.fsync(f.fileno())
+        again = time.perf_counter() - t0
+    return {"seconds": elapsed, "again": again, "bytes": written, "live": live, "pickle": pickle_bytes,
             "rss_before": before["VmRSS"], "hwm_after": after["VmHWM"],
             "peak_reset": peak_reset, "fingerprint": fp}
 
@@ -456,6 +474,12 @@ def evaluate(res):
     r = p_tp / t_tp
     rows.append(("write MiB/s vs torch.save+fsync", f"{p_tp:.0f}", f"{t_tp:.0f}",
                  f"{r:.2f}x", f">= {TARGET_VS_TORCH_SAVE}x", r >= TARGET_VS_TORCH_SAVE))
+    again = lambda samples: statistics.median(s["bytes"] / s["again"] for s in samples) / MIB
+    p_again, t_again = again(pw), again(tw)
+    rows.append(("  2nd write in process vs dd", f"{p_again:.0f}", f"{d_tp:.0f}",
+                 f"{p_again / d_tp:.2f}x", "(info)", None))
+    rows.append(("  2nd write in process vs torch", f"{p_again:.0f}", f"{t_again:.0f}",
+                 f"{p_again / t_again:.2f}x", "(info)", None))
     extra = lambda s: s["hwm_after"] - s["rss_before"]
     p_extra = statistics.median(extra(s) for s in pw) / MIB
     t_extra = statistics.median(extra(s) for s in tw) / MIB
@@ -542,8 +566,9 @@ def main(argv=None):
     print()
     print_table(rows)
     print()
-    print("medians of the repetitions; 'other' is dd for the first row and torch for the "
-          "rest;\nrestore ratio = torch time / portal time (> 1: portal is faster)")
+    print("medians of the repetitions; 'other' is dd for the rows that say so, else torch;\n"
+          "restore ratio = torch time / portal time (> 1: portal is faster); '2nd write':\n"
+          "the same writer again in the same process, its first output deleted")
     missed = [r[0] for r in rows if r[5] is False]
     print(f"total time {time.perf_counter() - t0:.0f} s, load average "
           f"{os.getloadavg()[0]:.2f}; "
