@@ -255,6 +255,18 @@ def reset_peak():
         return False
 
 
+def plugin_reducers():
+    """The plug-in reducers, as the capture passes them to write_checkpoint; from
+    torch_state alone when the others cannot be imported (they need the C
+    extensions of a build: run with PYTHONPATH=BUILD/python for all of them)."""
+    try:
+        from _portal import plugins
+        return plugins.reducers()
+    except ImportError:
+        from _portal import torch_state
+        return torch_state.reducers(), torch_state.subclass_reducers()
+
+
 def child_write(kind, size_bytes, target):
     import torch
     state = build_state(size_bytes)
@@ -266,10 +278,11 @@ def child_write(kind, size_bytes, target):
     if kind == "portal":
         from _portal.checkpoint import write_checkpoint
         from _portal.codeindex import CodeRegistry
+        exact, inherited = plugin_reducers()
         parent, name = os.path.split(target)
         t0 = time.perf_counter()
         info = write_checkpoint(parent, name, state, None, {}, registry=CodeRegistry(),
-                                modules={})
+                                modules={}, reducers=exact, subclass_reducers=inherited)
         elapsed = time.perf_counter() - t0
         written = info.total_bytes
         pickle_bytes = info.manifest["files"]["state.pickle"]["size"]
@@ -293,7 +306,8 @@ def child_write(kind, size_bytes, target):
         shutil.rmtree(os.path.realpath(target))
         os.unlink(target)
         t0 = time.perf_counter()
-        write_checkpoint(parent, name, state, None, {}, registry=CodeRegistry(), modules={})
+        write_checkpoint(parent, name, state, None, {}, registry=CodeRegistry(), modules={},
+                         reducers=exact, subclass_reducers=inherited)
         again = time.perf_counter() - t0
     else:
         os.unlink(target)
@@ -325,7 +339,8 @@ def child_read(kind, target):
 
 
 def child_main(args):
-    sys.path.insert(0, os.path.join(REPO, "python"))
+    if not os.environ.get("PORTAL_BENCH_PYTHONPATH"):
+        sys.path.insert(0, os.path.join(REPO, "python"))
     if args.child == "write":
         result = child_write(args.kind, args.size_mib * MIB, args.target)
     else:
@@ -340,7 +355,10 @@ def child_env():
     env = dict(os.environ)
     for var in ("OMP_NUM_THREADS", "MKL_NUM_THREADS"):
         env.setdefault(var, "1")
-    env.pop("PYTHONPATH", None)
+    # children import _portal from the checkout, or from where PYTHONPATH says
+    # (a build tree's staged package, with its C extensions)
+    if env.get("PYTHONPATH"):
+        env["PORTAL_BENCH_PYTHONPATH"] = "1"
     return env
 
 
