@@ -517,7 +517,7 @@ def test_device_map():
 def test_missing_device_is_named_with_the_fix():
     if torch.cuda.is_available():
         pytest.skip("a GPU is present: the missing-device path needs a machine without one")
-    with pytest.raises(RuntimeError, match=r"portal: cuda:0: .*PORTAL_DEVICE_MAP"):
+    with pytest.raises(RuntimeError, match=r"portal: cuda:0: .*portal resume JOB --device-map 0:0"):
         torch_state._device_storage_from_host(bytearray(8), "cuda", 0)
 
 
