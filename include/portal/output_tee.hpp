@@ -54,6 +54,9 @@ private:
         int destination = -1;      // where its bytes went before: our own 1 or 2
         bool open = true;
     };
+    enum class Copied { Some, Nothing, Finished };
+    // One read from the pipe, passed on to its destination and the log.
+    Copied copy_once(Pipe& p);
     int log_fd_ = -1;
     std::vector<Pipe> pipes_;
 };

@@ -151,31 +151,36 @@ std::vector<int> OutputTee::fds() const {
     return fds;
 }
 
+OutputTee::Copied OutputTee::copy_once(Pipe& p) {
+    char buf[65536];
+    ssize_t n;
+    do {
+        n = read(p.read_end, buf, sizeof buf);
+    } while (n < 0 && errno == EINTR);
+    if (n < 0 && errno == EAGAIN) {
+        return Copied::Nothing;
+    }
+    if (n <= 0) {  // EOF; or EIO: a pseudo-terminal whose program side is closed
+        p.open = false;
+        return Copied::Finished;
+    }
+    if (log_fd_ >= 0) write_all(log_fd_, buf, static_cast<std::size_t>(n));
+    if (!write_all(p.destination, buf, static_cast<std::size_t>(n))) {
+        // The reader went away (`| head`): the program must see EPIPE on its next
+        // write, as it would have without Portal.
+        close(p.read_end);
+        p.read_end = -1;
+        p.open = false;
+        return Copied::Finished;
+    }
+    return Copied::Some;
+}
+
 bool OutputTee::pump(int fd) {
     for (Pipe& p : pipes_) {
-        if (p.read_end != fd || !p.open) continue;
-        char buf[65536];
-        ssize_t n;
-        do {
-            n = read(fd, buf, sizeof buf);
-        } while (n < 0 && errno == EINTR);
-        if (n < 0 && errno == EAGAIN) {
-            return true;
+        if (p.read_end == fd && p.open) {
+            return copy_once(p) != Copied::Finished;
         }
-        if (n <= 0) {  // EOF; or EIO: a pseudo-terminal whose program side is closed
-            p.open = false;
-            return false;
-        }
-        if (log_fd_ >= 0) write_all(log_fd_, buf, static_cast<std::size_t>(n));
-        if (!write_all(p.destination, buf, static_cast<std::size_t>(n))) {
-            // The reader went away (`| head`): the program must see EPIPE on its
-            // next write, as it would have without Portal.
-            close(p.read_end);
-            p.read_end = -1;
-            p.open = false;
-            return false;
-        }
-        return true;
     }
     return false;
 }
@@ -184,19 +189,8 @@ void OutputTee::drain() {
     for (Pipe& p : pipes_) {
         if (!p.open) continue;
         fcntl(p.read_end, F_SETFL, fcntl(p.read_end, F_GETFL) | O_NONBLOCK);
-        char buf[65536];
-        for (;;) {
-            ssize_t n;
-            do {
-                n = read(p.read_end, buf, sizeof buf);
-            } while (n < 0 && errno == EINTR);
-            if (n <= 0) {
-                break;  // EOF, or EAGAIN: only writers we do not wait for are left
-            }
-            if (log_fd_ >= 0) write_all(log_fd_, buf, static_cast<std::size_t>(n));
-            if (!write_all(p.destination, buf, static_cast<std::size_t>(n))) {
-                break;
-            }
+        // Until EOF, or EAGAIN: only writers we do not wait for are left.
+        while (copy_once(p) == Copied::Some) {
         }
     }
 }

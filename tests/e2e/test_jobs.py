@@ -13,6 +13,7 @@ import pytest
 
 HERE = Path(__file__).parent / "jobs"
 PORTAL_RUN = os.environ.get("PORTAL_RUN") or shutil.which("portal-run")
+PYTHON = "/usr/bin/python3"
 PORTAL = os.environ.get("PORTAL") or str(Path(PORTAL_RUN).with_name("portal"))
 
 
@@ -242,3 +243,17 @@ def test_output_on_a_terminal_is_kept_and_the_program_still_sees_a_terminal(work
     job = only_job(work)
     assert (job / "output.log").read_bytes() == expected
     assert record(job)["runs"][0]["output_kept"] is True
+
+
+def test_a_reader_that_goes_away_breaks_the_programs_pipe_as_under_python(work):
+    """`portal-run x.py | head -2`: the program still gets EPIPE (BrokenPipeError),
+    though its stdout is the supervisor's pipe, and ends as under python."""
+    code = "for i in range(10**6): print(i)"
+    shell = "{} -c '{}' | head -2; echo status ${{PIPESTATUS[0]}} >&2"
+    python = subprocess.run(["bash", "-c", shell.format(PYTHON, code)], cwd=work, capture_output=True,
+                            env=env_for(work), timeout=60)
+    portal = subprocess.run(["bash", "-c", shell.format(PORTAL_RUN, code)], cwd=work, capture_output=True,
+                            env=env_for(work), timeout=60)
+    assert python.stdout == portal.stdout == b"0\n1\n"
+    assert portal.stderr == python.stderr
+    assert python.stderr.endswith(b"BrokenPipeError: [Errno 32] Broken pipe\nstatus 1\n")
