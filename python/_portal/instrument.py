@@ -68,6 +68,7 @@ from _portal import INSTRUMENT_VERSION
 VERSION = INSTRUMENT_VERSION
 
 RESCUE_NAME = "__portal_rescue__"
+ITERATION_NAME = "__portal_iteration__"   # iteration.py
 FAKE_OOM_NAME = "__portal_fake_oom__"
 CATCH_NAME = "Exception"
 
@@ -150,6 +151,29 @@ def _handler(loop_line, body_span=None):
         body=[ast.Expr(value=call), ast.Raise(exc=None, cause=None)]))
 
 
+def _calls_backward(stmts):
+    """Whether the statements (not the functions or classes they define) call a
+    method named `backward`: a training loop's body (iteration.py)."""
+    todo = list(stmts)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
+                and node.func.attr == "backward":
+            return True
+        todo.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _iteration_call(loop_line, loc):
+    """`__portal_iteration__(LOOP_LINE)` at `loc`, the body's first statement: its
+    line event is that statement's own, so tracers see no difference."""
+    call = ast.Call(func=_copy_loc(ast.Name(id=ITERATION_NAME, ctx=ast.Load()), loc),
+                    args=[_copy_loc(ast.Constant(value=loop_line), loc)], keywords=[])
+    return _copy_loc(ast.Expr(value=_copy_loc(call, loc)), loc)
+
+
 def _fake_call(index, loc):
     """`__portal_fake_oom__(I)`, or with several specs on one line one call with all
     their indexes, `__portal_fake_oom__((I, J))`: every spec counts every start of
@@ -224,6 +248,8 @@ class _Rewriter:
                 and depth + 2 + _need_list(s.body, self.memo) <= MAX_BLOCKS
                 and depth + 3 <= MAX_BLOCKS)
         body = self.body(s.body, depth + (2 if fits else 1))
+        if fits and _calls_backward(s.body):
+            body.insert(0, _iteration_call(s.lineno, _start(body[0])))
         if fits:
             first, last = body[0], body[-1]
             t = ast.Try(body=body, handlers=[_handler(s.lineno)], orelse=[], finalbody=[],
@@ -246,6 +272,8 @@ class _Rewriter:
         s.orelse = self.body(s.orelse, depth + (1 if fits else 0))
         if not fits:
             return s
+        if _calls_backward(s.body):
+            s.body.insert(0, _iteration_call(s.lineno, _start(s.body[0])))
         first, last = _start(s.body[0]), s.body[-1]
         span = (first.lineno, first.col_offset, last.end_lineno, last.end_col_offset)
         self.wrapped.append(s.lineno)

@@ -38,6 +38,8 @@ class Runtime:
         importhook.install(self.user_code, fake_oom=self.fake_oom, registry=self.registry,
                            patches=plugins.import_patches())
         builtins.__portal_rescue__ = rescue_module.rescue
+        from _portal import iteration
+        builtins.__portal_iteration__ = iteration.iteration_start
         rescue_module.RUNTIME = self
         rescue_module.arm_reserve()
         if self.fake_oom is not None:

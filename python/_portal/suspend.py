@@ -236,8 +236,13 @@ def _rescue(runtime, loop_frame, loop_line, exc):
 
     loop = LoopInfo(filename=loop_frame.f_code.co_filename, line=loop_line,
                     iteration=_iteration(frames[-1].stack, site), function=loop_frame.f_code.co_name)
+    process = _process_state()
+    from _portal import iteration
+    marks = iteration.at_start(loop_frame.f_code, loop_line)
+    if marks is not None:   # the iteration runs again: with the random numbers it drew
+        iteration.roll_back(process, marks)
     state = ProgramState(frames=frames, main=main_globals,
-                         process=_process_state(), loop=loop,
+                         process=process, loop=loop,
                          fake_oom=runtime.fake_oom.counts if runtime.fake_oom else None)
     del frames
     created = not runtime.job_dir

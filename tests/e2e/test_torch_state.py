@@ -71,13 +71,14 @@ CASES = {
 }
 
 
-# An error in backward(): the failed iteration's forward pass already drew dropout's
-# random numbers (and ran the hook) when the state is saved; run again, the
-# iteration draws other ones.  A known gap: what an iteration did before the error
-# is not undone (docs/torch.md, "Known gaps").
+# An error in backward(): the failed iteration's forward pass already ran the hook
+# that counts calls when the state is saved, so the count ends one higher - the
+# product page's "side effects happen twice".  (Dropout's random draws are rolled
+# back since the loop calls backward(): iteration.py; test_training.py's
+# cnn_train backward case resumes bit for bit.)
 CASES["cpu-in-backward"] = [("backward", 10, "cpu", "RuntimeError: [enforce fail at alloc_cpu.cpp")]
-KNOWN_GAP = pytest.mark.xfail(strict=True, reason="an iteration's RNG draws before the error are "
-                              "not undone (docs/torch.md, Known gaps)")
+KNOWN_GAP = pytest.mark.xfail(strict=True, reason="the failed iteration's forward hook ran once "
+                              "more: its side effects happen twice (docs/torch.md, Known gaps)")
 
 
 @pytest.mark.parametrize("case", [pytest.param(c, marks=KNOWN_GAP) if c == "cpu-in-backward"

@@ -56,9 +56,12 @@ CASES = [
     # script, fake OOM spec (the step's statement that fails), kind
     ("cnn_train.py", "cnn_train.py:30@7", "torch"),
     ("cnn_train.py", "cnn_train.py:30@12", "cuda"),
-    # in backward(): the rerun is exact because nothing before it in the iteration
-    # drew random numbers or accumulated gradients (docs/torch.md, known gaps)
+    # in backward(), in a loop in a function: the failed iteration's loss is a
+    # dead local at the resume point
     ("backward_oom.py", "backward_oom.py:19@13", "cuda"),
+    # in backward() after dropout drew random numbers in the forward pass: the
+    # generators are rolled back to the iteration's start (iteration.py)
+    ("cnn_train.py", "cnn_train.py:31@12", "cpu"),
     ("cnn_train.py", "cnn_train.py:30@23", "cpu"),    # second epoch, after a user torch.save
     ("lstm_tbptt.py", "lstm_tbptt.py:32@20", "torch"),
     ("while_true.py", "while_true.py:20@25", "cpu"),
