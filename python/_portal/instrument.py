@@ -166,11 +166,21 @@ def _calls_backward(stmts):
     return False
 
 
-def _iteration_call(loop_line, loc):
-    """`__portal_iteration__(LOOP_LINE)` at `loc`, the body's first statement: its
-    line event is that statement's own, so tracers see no difference."""
+def _mentions_numpy_random(stmts):
+    """Whether the statements mention `np.random` or `numpy.random`."""
+    return any(isinstance(n, ast.Attribute) and n.attr == "random" and isinstance(n.value, ast.Name)
+               and n.value.id in ("np", "numpy") for s in stmts for n in ast.walk(s))
+
+
+def _iteration_call(loop_line, loc, stmts):
+    """`__portal_iteration__(LOOP_LINE[, True])` at `loc`, the body's first
+    statement: its line event is that statement's own, so tracers see no
+    difference.  True: the body mentions numpy's global generator."""
+    args = [_copy_loc(ast.Constant(value=loop_line), loc)]
+    if _mentions_numpy_random(stmts):
+        args.append(_copy_loc(ast.Constant(value=True), loc))
     call = ast.Call(func=_copy_loc(ast.Name(id=ITERATION_NAME, ctx=ast.Load()), loc),
-                    args=[_copy_loc(ast.Constant(value=loop_line), loc)], keywords=[])
+                    args=args, keywords=[])
     return _copy_loc(ast.Expr(value=_copy_loc(call, loc)), loc)
 
 
@@ -249,7 +259,7 @@ class _Rewriter:
                 and depth + 3 <= MAX_BLOCKS)
         body = self.body(s.body, depth + (2 if fits else 1))
         if fits and _calls_backward(s.body):
-            body.insert(0, _iteration_call(s.lineno, _start(body[0])))
+            body.insert(0, _iteration_call(s.lineno, _start(body[0]), s.body))
         if fits:
             first, last = body[0], body[-1]
             t = ast.Try(body=body, handlers=[_handler(s.lineno)], orelse=[], finalbody=[],
@@ -273,7 +283,7 @@ class _Rewriter:
         if not fits:
             return s
         if _calls_backward(s.body):
-            s.body.insert(0, _iteration_call(s.lineno, _start(s.body[0])))
+            s.body.insert(0, _iteration_call(s.lineno, _start(s.body[0]), s.body))
         first, last = _start(s.body[0]), s.body[-1]
         span = (first.lineno, first.col_offset, last.end_lineno, last.end_col_offset)
         self.wrapped.append(s.lineno)

@@ -14,12 +14,13 @@ from _portal.state import ProcessState
 
 TRAINING = """
 import random
+import numpy as np
 class Loss:
     def backward(self):
         pass
 draws = []
 for step in range(3):
-    draws.append(random.random())
+    draws.append((random.random(), np.random.random()))
     Loss().backward()
     if step == 1:
         raise MemoryError("fake")
@@ -80,14 +81,21 @@ def test_the_states_at_the_failed_iterations_start_are_kept(installed):
     with pytest.raises(MemoryError):
         exec(code, globals_)
     loop_code = code                       # the loop is at module level
-    marks = iteration.at_start(loop_code, 7)
+    marks = iteration.at_start(loop_code, 8)
     assert marks is not None
     # The failed iteration (step 1) drew one number after its mark: rolled back,
     # the generator draws it again.
-    state = random.getstate()
     random.setstate(marks["random"])
-    assert random.random() == globals_["draws"][1]
-    random.setstate(state)
+    np.random.set_state(marks["numpy"])
+    assert (random.random(), np.random.random()) == globals_["draws"][1]
+
+
+def test_numpy_is_noted_only_for_a_body_that_mentions_it():
+    tree, _ = instrument.instrument(ast.parse(TRAINING))
+    mark = next(n for n in tree.body if isinstance(n, ast.For)).body[0].body[0].value
+    assert [a.value for a in mark.args] == [8, True]
+    tree, _ = instrument.instrument(ast.parse("for i in x:\n    y.backward()\n"))
+    assert [a.value for a in tree.body[0].body[0].body[0].value.args] == [1]
 
 
 def test_roll_back_replaces_the_captured_generators():
