@@ -4,6 +4,7 @@
 // state "expired" and when, so that a late `portal resume` can say what happened.
 #pragma once
 
+#include <cstdint>
 #include <ctime>
 #include <filesystem>
 #include <string>
@@ -24,8 +25,16 @@ bool expire_if_due(const Job& job, std::time_t now);
 // expire_if_due over the whole store; the ids of the jobs expired.
 std::vector<std::string> expire_due_jobs(const std::filesystem::path& home, std::time_t now);
 
+// Whether a name in a job directory is part of its checkpoint: `checkpoint`,
+// `checkpoint.<G>`, `.checkpoint.tmp-*`, `.checkpoint.link-*`
+// (docs/checkpoint-format.md); the rest is the record, the lock and the log.
+bool is_checkpoint_entry(const std::string& name);
+
+// The bytes of the job's checkpoint files, leftovers of interrupted writers included.
+std::uintmax_t checkpoint_bytes(const Job& job);
+
 // Deletes the job's checkpoint: the link, its generations, and what interrupted
-// writers left (docs/checkpoint-format.md).  Returns the bytes freed.
+// writers left.  Returns the bytes freed.
 std::uintmax_t remove_checkpoint(const Job& job);
 
 }  // namespace portal

@@ -14,31 +14,11 @@ namespace fs = std::filesystem;
 
 namespace portal {
 
-namespace {
-
-// checkpoint, checkpoint.<G>, .checkpoint.tmp-*, .checkpoint.link-*: everything
-// else in a job directory is the record, its locks and the output log.
-bool is_checkpoint_name(const std::string& name) {
-    return name.rfind("checkpoint", 0) == 0 || name.rfind(".checkpoint", 0) == 0;
-}
-
-// What remove_checkpoint would free, without removing anything (for --dry-run).
-std::uintmax_t checkpoint_bytes_on_disk(const Job& job) {
-    std::uintmax_t total = 0;
-    std::error_code ec;
-    for (const auto& entry : fs::directory_iterator(job.dir, ec)) {
-        if (!is_checkpoint_name(entry.path().filename().string()) || entry.is_symlink(ec)) continue;
-        total += entry.is_directory(ec) ? bytes_under(entry.path()) : entry.file_size(ec);
-    }
-    return total;
-}
-
-}  // namespace
 
 bool has_checkpoint_files(const Job& job) {
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(job.dir, ec)) {
-        if (is_checkpoint_name(entry.path().filename().string())) return true;
+        if (is_checkpoint_entry(entry.path().filename().string())) return true;
     }
     return false;
 }
@@ -101,7 +81,7 @@ int portal_gc(const GcRequest& request) {
                     verb = request.dry_run ? "would clean" : "cleaned";
                     what = "checkpoint of a " + action.state + " job";
                     if (request.dry_run) {
-                        freed = checkpoint_bytes_on_disk(action.job);
+                        freed = checkpoint_bytes(action.job);
                     } else {
                         // The lock, so that a resume cannot start on it meanwhile.
                         JobLock lock = JobLock::acquire(action.job, "portal gc");

@@ -9,9 +9,6 @@ namespace fs = std::filesystem;
 
 namespace portal {
 
-namespace {
-
-// checkpoint, checkpoint.<G>, .checkpoint.tmp-..., .checkpoint.link-...
 bool is_checkpoint_entry(const std::string& name) {
     if (name == "checkpoint" || name.rfind(".checkpoint.tmp-", 0) == 0 || name.rfind(".checkpoint.link-", 0) == 0) {
         return true;
@@ -26,7 +23,21 @@ bool is_checkpoint_entry(const std::string& name) {
     return true;
 }
 
-}  // namespace
+std::uintmax_t checkpoint_bytes(const Job& job) {
+    std::uintmax_t total = 0;
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(job.dir, ec)) {
+        if (!is_checkpoint_entry(entry.path().filename().string()) || entry.is_symlink(ec)) continue;
+        if (!entry.is_directory(ec)) {
+            total += entry.file_size(ec);
+            continue;
+        }
+        for (const auto& f : fs::recursive_directory_iterator(entry.path(), ec)) {
+            if (f.is_regular_file(ec)) total += f.file_size(ec);
+        }
+    }
+    return total;
+}
 
 std::time_t expires_at(const nlohmann::json& record) {
     const auto it = record.find("expires_at");
@@ -34,17 +45,12 @@ std::time_t expires_at(const nlohmann::json& record) {
 }
 
 std::uintmax_t remove_checkpoint(const Job& job) {
-    std::uintmax_t freed = 0;
+    const std::uintmax_t freed = checkpoint_bytes(job);
     std::error_code ec;
     for (const auto& entry : fs::directory_iterator(job.dir, ec)) {
-        const std::string name = entry.path().filename().string();
-        if (!is_checkpoint_entry(name)) continue;
-        if (!entry.is_symlink(ec)) {
-            for (const auto& f : fs::recursive_directory_iterator(entry.path(), ec)) {
-                if (f.is_regular_file(ec)) freed += f.file_size(ec);
-            }
+        if (is_checkpoint_entry(entry.path().filename().string())) {
+            fs::remove_all(entry.path(), ec);
         }
-        fs::remove_all(entry.path(), ec);
     }
     return freed;
 }
