@@ -58,6 +58,16 @@ def base_env(overrides: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     return env
 
 
+def store_env(home, **extra) -> Dict[str, str]:
+    """The caller's environment with the job store at `home`, and none of the
+    Portal settings a developer's shell may carry (a policy, a fake OOM)."""
+    env = dict(os.environ, PORTAL_HOME=str(home))
+    for name in ("PORTAL_POLICY", "PORTAL_FAKE_OOM"):
+        env.pop(name, None)
+    env.update(extra)
+    return env
+
+
 # A program killed by SIGQUIT would dump core into the corpus copy: not for
 # us (the soft limit is inherited by every program run; no preexec_fn, which is
 # unsafe with the threads that run cases ahead).

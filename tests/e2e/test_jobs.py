@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import store_env
+
 HERE = Path(__file__).parent / "jobs"
 PORTAL_RUN = os.environ.get("PORTAL_RUN") or shutil.which("portal-run")
 PYTHON = "/usr/bin/python3"
@@ -24,9 +26,7 @@ def work(tmp_path):
 
 
 def env_for(work, **extra):
-    env = dict(os.environ, PORTAL_HOME=str(work.parent / "home"), **extra)
-    env.pop("PORTAL_POLICY", None)
-    return env
+    return store_env(work.parent / "home", **extra)
 
 
 def run(cmd, work, **extra):

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import store_env
+
 HERE = Path(__file__).parent / "training"
 PORTAL_RUN = os.environ.get("PORTAL_RUN") or shutil.which("portal-run")
 PORTAL = os.environ.get("PORTAL") or str(Path(PORTAL_RUN).with_name("portal"))
@@ -34,11 +36,7 @@ def work(tmp_path):
 
 
 def env_for(work, **extra):
-    env = dict(os.environ, PORTAL_HOME=str(work.parent / "home"), **extra)
-    for name in ("PORTAL_POLICY", "PORTAL_FAKE_OOM"):
-        env.pop(name, None)
-    env.update(extra)
-    return env
+    return store_env(work.parent / "home", **extra)
 
 
 def suspend_and_resume(work, script, run_options=(), resume_options=(), **env):
