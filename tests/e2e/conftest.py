@@ -288,3 +288,57 @@ def run_both(portal_run: str, workdir: Path, args: List[str], *, cwd: str = ".",
 @pytest.fixture
 def workdir(tmp_path) -> Path:
     return tmp_path
+
+
+# --- another user of the machine (the attack suite, test_security_*.py) ---------------
+
+@dataclasses.dataclass
+class User:
+    name: str
+    uid: int
+    gid: int
+    home: Path
+
+    def run(self, cmd: List[str], **kwargs) -> subprocess.CompletedProcess:
+        """Run cmd as this user (setpriv: no setuid helper, no PAM, no login shell)."""
+        prefix = ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--"]
+        env = kwargs.pop("env", None) or base_env()
+        env = dict(env, HOME=str(self.home), USER=self.name, LOGNAME=self.name)
+        return subprocess.run(prefix + list(cmd), env=env, timeout=kwargs.pop("timeout", RUN_TIMEOUT),
+                              **kwargs)
+
+
+def _unprivileged_user(name: str) -> User:
+    import pwd
+    try:
+        entry = pwd.getpwnam(name)
+    except KeyError:
+        subprocess.run(["useradd", "--create-home", "--shell", "/bin/sh", "--user-group", name],
+                       check=True, capture_output=True)
+        entry = pwd.getpwnam(name)
+    home = Path(entry.pw_dir)
+    home.mkdir(mode=0o700, exist_ok=True)
+    os.chown(home, entry.pw_uid, entry.pw_gid)
+    os.chmod(home, 0o700)
+    return User(name, entry.pw_uid, entry.pw_gid, home)
+
+
+@pytest.fixture(scope="session")
+def users():
+    """Two unprivileged users of the machine, (victim, attacker), created when the
+    suite runs as root (as CI does); a cross-user attack cannot be staged otherwise."""
+    if os.geteuid() != 0:
+        pytest.skip("cross-user attacks need two real users: run the suite as root, "
+                    "which creates portal-victim and portal-attacker")
+    return _unprivileged_user("portal-victim"), _unprivileged_user("portal-attacker")
+
+
+@pytest.fixture
+def shared_dir(tmp_path):
+    """A directory every user may enter (the suite's own tmp_path is root's, 0700):
+    under /tmp, removed afterwards.  Sticky and world-writable, as /tmp itself."""
+    import tempfile
+    path = Path(tempfile.mkdtemp(prefix="portal-shared-", dir="/tmp"))
+    os.chmod(path, 0o1777)
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
