@@ -182,6 +182,23 @@ def run_program(cmd: List[str], cwd: Path, env: Dict[str, str], stdin: bytes = b
     return Outcome(head + out, err, proc.returncode)
 
 
+QUIET_SECONDS = 0.1  # no output for this long: whatever was on its way has arrived
+
+
+def drain_quiet(fd: int, quiet: float) -> bytes:
+    """Read what fd has until it has been silent for `quiet` seconds."""
+    data = b""
+    while select.select([fd], [], [], quiet)[0]:
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    return data
+
+
 def run_in_terminal(cmd: List[str], cwd: Path, env: Dict[str, str],
                     keystrokes: List[tuple]) -> Outcome:
     """Run `cmd` as the session leader of a new pseudo-terminal that is its
@@ -204,6 +221,10 @@ def run_in_terminal(cmd: List[str], cwd: Path, env: Dict[str, str],
                 output += read_until(master, marker, deadline, " ".join(cmd))
             # Blocked (sleeping, or reading the terminal) before the keys arrive.
             wait_until_sleeping(interpreter_pid(proc.pid, deadline), deadline)
+            # And what it wrote has reached us: a QUIT or INTR key flushes the
+            # terminal's output queue, so a line end still in it (on its way through
+            # portal-run's relay) would be lost, by the terminal, not by the program.
+            output += drain_quiet(master, QUIET_SECONDS)
             os.write(master, keys)
         while True:  # until every process holding the terminal is gone (EIO)
             left = deadline - time.monotonic()
