@@ -198,7 +198,7 @@ def check_store(path, create=False):
     if path == "/":
         raise _refusal(path, "the root directory", _set_yours(path))
     shared = _check_parents(path)
-    if create:
+    if create and not os.path.lexists(path):
         make_private_dir(path)
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
@@ -246,7 +246,7 @@ def owner_problem(st):
     if st.st_uid != euid():
         return f"is owned by uid {st.st_uid}, not by you (uid {euid()})"
     if st.st_mode & _GROUP_OTHER_WRITE:
-        return f"is writable by others (mode {stat.S_IMODE(st.st_mode):04o})"
+        return f"is writable by group or others (mode {stat.S_IMODE(st.st_mode):04o})"
     return None
 
 
