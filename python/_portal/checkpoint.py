@@ -708,6 +708,16 @@ def _read_manifest(directory, key=None):
     return parse_manifest(raw)
 
 
+def plain_file_name(rel):
+    """Whether ``rel`` is a name a checkpoint's files have (no `/` but blobs/'s,
+    no `..`, not absolute)."""
+    return isinstance(rel, str) and _FILE_NAME.fullmatch(rel) is not None
+
+
+def plain_job_id(name):
+    return isinstance(name, str) and _JOB_ID.fullmatch(name) is not None
+
+
 def _is_int(value, low=0, high=MAX_FILE_BYTES):
     return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
 
