@@ -701,11 +701,18 @@ def check_signature(raw, key=None):
         _fail(message)
 
 
-def _read_manifest(directory, key=None):
-    """The signature first, over the raw bytes; only then is the text parsed."""
-    raw = read_manifest_bytes(directory)
+def load_manifest_bytes(raw, key=None, job_id=None):
+    """The manifest in the file bytes ``raw``: the signature first, over the raw
+    bytes (``key``, default the user's); only then is the text parsed (with
+    bounds), and everything in it validated (check_manifest), then, given
+    ``job_id``, bound to that job.  Any problem is a CheckpointError, nothing else
+    (the fuzz test, tests/unit/python/test_reader_fuzz.py, holds it to that)."""
     check_signature(raw, key)
-    return parse_manifest(raw)
+    manifest = parse_manifest(raw)
+    check_manifest(manifest)
+    if job_id is not None:
+        check_job(manifest, job_id)
+    return manifest
 
 
 def plain_file_name(rel):
@@ -946,11 +953,7 @@ def read_manifest(path, *, key=None, job_id=None):
     (owner, modes, HMAC over its raw bytes, then parsed), checked (format,
     version, interpreter, every table and field) and, given ``job_id``, of
     that job."""
-    manifest = _read_manifest(locate(path), key)
-    check_manifest(manifest)
-    if job_id is not None:
-        check_job(manifest, job_id)
-    return manifest
+    return load_manifest_bytes(read_manifest_bytes(locate(path)), key, job_id)
 
 
 def check_subdirectory(directory, sub):
@@ -987,10 +990,7 @@ def read_checkpoint(path, recompiler, *, main_module=None, check_sources=True,
     a changed source), except ``MemoryError``.
     """
     directory = locate(path)
-    manifest = _read_manifest(directory, key)
-    check_manifest(manifest)
-    if job_id is not None:
-        check_job(manifest, job_id)
+    manifest = load_manifest_bytes(read_manifest_bytes(directory), key, job_id)
     records = manifest["files"]
     _check_subdirectories(directory, records)
     opened = {rel: _Opened(directory, rel, rec, use_mmap) for rel, rec in records.items()}
