@@ -287,29 +287,50 @@ def open_dir(path):
 def make_private_dir(path):
     """mkdir -p ``path``: each level created here is 0700 whatever the umask
     (fchmod on its descriptor); each level created, and ``path`` itself, is
-    opened O_DIRECTORY|O_NOFOLLOW and checked (ours, not group/other-writable).
-    Raises StoreError for a level that is not ours."""
+    opened O_DIRECTORY|O_NOFOLLOW relative to the level above it (mkdirat,
+    openat: no name on the way can be swapped meanwhile) and checked (ours, not
+    group/other-writable).  Raises StoreError for a level that is not ours."""
     path = os.path.abspath(path)
     missing = []
     probe = path
     while not os.path.lexists(probe):
-        missing.append(probe)
+        missing.append(os.path.basename(probe))
         up = os.path.dirname(probe)
         if up == probe:
             break
         probe = up
-    for level in reversed(missing):
-        try:
-            os.mkdir(level, PRIVATE_DIR_MODE)
-        except FileExistsError:
-            pass                # made by another process meanwhile: checked below
-        fd = open_dir(level)
-        try:
-            os.fchmod(fd, PRIVATE_DIR_MODE)
-        finally:
-            os.close(fd)
     if not missing:
         os.close(open_dir(path))
+        return path
+    # the deepest existing level (a parent of the store, checked by check_store,
+    # or a checked directory of the store); the new levels below it, by descriptor
+    parent = os.open(probe, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        here = probe
+        for name in reversed(missing):
+            here = os.path.join(here, name)
+            try:
+                os.mkdir(name, PRIVATE_DIR_MODE, dir_fd=parent)
+            except FileExistsError:
+                pass                # made by another process meanwhile: checked below
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC,
+                             dir_fd=parent)
+            except OSError as exc:
+                raise StoreError(f"{here}: cannot be opened as a directory ({_why(exc)}); "
+                                 f"it cannot be trusted") from None
+            try:
+                why = _distrust(os.fstat(fd), True)
+                if why:
+                    raise StoreError(f"{here}: {why}; it cannot be trusted")
+                os.fchmod(fd, PRIVATE_DIR_MODE)
+            except BaseException:
+                os.close(fd)
+                raise
+            os.close(parent)
+            parent = fd
+    finally:
+        os.close(parent)
     return path
 
 
