@@ -48,10 +48,6 @@ from _portal import INSTRUMENT_VERSION  # noqa: E402  (instrument.py imports ast
 # Bound now, at start-up: a module imported later by the program must find the
 # very store and key state of this run (start-up forgets Portal's modules).
 from _portal import signing, store  # noqa: E402
-try:
-    from _hashlib import compare_digest as _compare_digest, hmac_digest as _hmac_digest
-except ImportError:          # an interpreter without OpenSSL's: the pure-Python one
-    from hmac import compare_digest as _compare_digest, digest as _hmac_digest
 
 FORMAT = 1
 _MAGIC = b"PORTAL" + bytes((FORMAT, 0)) + MAGIC_NUMBER
@@ -102,11 +98,6 @@ _MAC_BYTES = 32
 # {"dir": the cache directory once checked (or False: none), "key": the user's key
 #  (or False: none)}; each looked up once per process.
 _cache = {}
-
-
-def _hmac(key, data):
-    """HMAC-SHA256 of signing.CODE_DOMAIN + data (one C call)."""
-    return _hmac_digest(key, signing.CODE_DOMAIN + data, "sha256")
 
 
 def _cache_dir(create):
@@ -190,7 +181,7 @@ def _read_cache(cache_path, header):
     if len(data) < len(header) + _MAC_BYTES or data[:len(header)] != header:
         return None
     body, mac = data[:-_MAC_BYTES], data[-_MAC_BYTES:]
-    if not _compare_digest(_hmac(key, body), mac):
+    if not signing.compare_digest(signing.code_mac(key, body), mac):
         return None
     try:
         code = marshal.loads(memoryview(body)[len(header):])
@@ -206,7 +197,7 @@ def _write_cache(cache_path, body):
     if key is None:
         return False
     try:
-        store.atomic_write(cache_path, body + _hmac(key, body), durable=False)
+        store.atomic_write(cache_path, body + signing.code_mac(key, body), durable=False)
     except OSError:
         return False
     return True

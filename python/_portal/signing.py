@@ -15,10 +15,16 @@ A key with the wrong owner, mode, size or type is refused, never repaired: a key
 others could read or replace signs nothing.
 """
 import errno
-import hashlib
-import hmac
 import os
 import stat
+# hashlib and hmac cost ~4 ms to import (OpenSSL): every run imports this module
+# at start-up (the bytecode cache), only a checkpoint needs them: imported there.
+from _operator import _compare_digest as compare_digest
+
+try:
+    from _sha256 import sha256 as _sha256      # built in: no OpenSSL to load
+except ImportError:
+    from hashlib import sha256 as _sha256
 
 from . import store
 
@@ -142,14 +148,31 @@ def load_or_create_key(home=None):
 
 def sign(key, message):
     """HMAC-SHA256 of DOMAIN + message, as 64 lower-case hex digits."""
+    import hashlib
+    import hmac
     return hmac.new(key, DOMAIN + bytes(message), hashlib.sha256).hexdigest()
 
 
 def verify(key, message, mac):
     """Whether ``mac`` is ``sign(key, message)`` (compared in constant time)."""
-    return isinstance(mac, str) and hmac.compare_digest(sign(key, message), mac)
+    return isinstance(mac, str) and mac.isascii() and compare_digest(sign(key, message), mac)
+
+
+_BLOCK = 64                                      # SHA-256's block size (RFC 2104)
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
 
 
 def code_mac(key, data):
-    """HMAC-SHA256 (32 raw bytes) of CODE_DOMAIN + data: a cache entry's seal."""
-    return hmac.new(key, CODE_DOMAIN + bytes(data), hashlib.sha256).digest()
+    """HMAC-SHA256 (32 raw bytes) of CODE_DOMAIN + data: a cache entry's seal.
+    RFC 2104 over the interpreter's built-in sha256, which costs nothing to
+    import (hmac/hashlib load OpenSSL: ~4 ms at every start)."""
+    if len(key) > _BLOCK:
+        key = _sha256(key).digest()
+    key = key.ljust(_BLOCK, b"\0")
+    inner = _sha256(key.translate(_IPAD))
+    inner.update(CODE_DOMAIN)
+    inner.update(data)
+    outer = _sha256(key.translate(_OPAD))
+    outer.update(inner.digest())
+    return outer.digest()

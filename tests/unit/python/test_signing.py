@@ -136,6 +136,13 @@ def test_a_key_owned_by_someone_else_is_refused(home, monkeypatch):
         _refused("is owned by uid 65534, not by you (uid 0)")
 
 
+@pytest.mark.parametrize("key", [bytes(range(32)), b"k" * 64, b"long" * 40, b""])
+def test_the_cache_seal_is_hmac_sha256_over_its_own_domain(key):
+    data = os.urandom(5000)
+    assert signing.code_mac(key, data) == hmac.new(key, b"portal-instrumented-code\n" + data,
+                                                   hashlib.sha256).digest()
+
+
 def test_hmac_is_over_the_domain_and_the_message():
     key = bytes(range(32))
     mac = signing.sign(key, b"manifest bytes")
