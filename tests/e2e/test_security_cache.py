@@ -217,3 +217,26 @@ def test_a_planted_entry_beside_the_script_in_a_shared_project_never_runs(
         assert set(_entries(home)) == {"main", "helper"}
     finally:
         shutil.rmtree(home, ignore_errors=True)
+
+
+@pytest.mark.parametrize("parent_kind", ["sticky", "not-sticky"])
+def test_out_of_memory_with_an_untrusted_store_fails_as_under_python_naming_the_store(
+        users, portal_run, project, shared_dir, parent_kind):
+    """No job, no key, no checkpoint in a store another user made: the error ends
+    the program as under python, and Portal says why it was not rescued."""
+    victim, attacker = users
+    parent = shared_dir / f"shared-{uuid.uuid4().hex[:6]}"
+    parent.mkdir()
+    os.chmod(parent, 0o1777 if parent_kind == "sticky" else 0o777)
+    home = parent / "portal"
+    home.mkdir()
+    _chown_tree(home, attacker, 0o777)
+    env = base_env({"PORTAL_HOME": str(home), "PYTHONDONTWRITEBYTECODE": "1",
+                    "PORTAL_FAKE_OOM": "main.py:4"})
+    out = victim.run([portal_run, "main.py"], env=env, cwd=str(project), capture_output=True)
+    assert out.returncode == 1, out.stderr
+    err = out.stderr.decode()
+    assert "Traceback (most recent call last)" in err and "\nMemoryError" in err, err
+    assert re.search(r"^portal: not rescued: the job store cannot be trusted: "
+                     + re.escape(str(home)) + r": ", err, re.M), err
+    assert os.listdir(home) == [], os.listdir(home)      # nothing of the victim's there
