@@ -383,8 +383,10 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
         fields["sources"] = (registry or REGISTRY).sources()
     parent = os.path.abspath(parent_dir)
     key = signing.load_or_create_key() if key is None else key
-    if not os.path.isdir(parent):
-        store.make_private_dir(parent)
+    try:
+        store.make_private_dir(parent)    # made 0700, or the existing one checked: ours, private
+    except store.StoreError as exc:
+        raise CheckpointError(f"checkpoint: {exc}") from None
     link = os.path.join(parent, name)
     if os.path.exists(link) and not os.path.islink(link):
         raise CheckpointError(f"checkpoint: {link}: exists and is not a checkpoint link")
