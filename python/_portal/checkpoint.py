@@ -571,6 +571,11 @@ def _open_dir(path, label):
     return st
 
 
+def generation_name(name, target):
+    """Whether the link ``name`` -> ``target`` names a generation beside it."""
+    return re.fullmatch(re.escape(name) + r"\.[0-9]{1,9}", target) is not None
+
+
 def locate(path):
     """The generation directory of the checkpoint ``path`` (its link, or a
     generation directory), once what leads to it is the user's own: the link and
@@ -592,7 +597,7 @@ def locate(path):
             _fail(f"checkpoint: {link}: is owned by uid {st.st_uid}, not by you (uid "
                   f"{signing.euid()}); it is not trusted")
         target = os.readlink(link)
-        if not re.fullmatch(re.escape(os.path.basename(link)) + r"\.[0-9]{1,9}", target):
+        if not generation_name(os.path.basename(link), target):
             _fail(f"checkpoint: {link}: points to {shown(target)!r}, not to a generation "
                   f"beside it; it is not trusted")
         directory = os.path.join(parent, target)

@@ -134,8 +134,14 @@ def inspect(path, key=None, job_id=None):
     report = {"path": os.path.abspath(path), "sound": False, "problems": problems}
     directory = _attempt(problems, ck.locate, path)
     if directory is None:
-        directory = os.path.realpath(path)
-        if not os.path.isdir(directory):
+        # an untrusted generation is still shown; a link only to a generation beside it
+        directory = os.path.abspath(path)
+        if os.path.islink(directory):
+            target = os.readlink(directory)
+            if not ck.generation_name(os.path.basename(directory), target):
+                return report
+            directory = os.path.join(os.path.dirname(directory), target)
+        if os.path.islink(directory) or not os.path.isdir(directory):
             return report
     report["directory"] = directory
 
