@@ -104,6 +104,9 @@ def _check(create):
         _STATE.update(status="refused", problem=str(exc))
     except FileNotFoundError:
         _STATE.update(status="missing", problem=None)
+    except OSError as exc:      # a parent that cannot be examined, a full disk ...
+        _STATE.update(status="refused", problem=str(_refusal(
+            path, f"cannot be checked ({_why(exc)})", _set_yours(path))))
     else:
         _STATE.update(status="trusted", problem=None)
 
@@ -113,11 +116,6 @@ def problem():
     if _STATE["status"] is None or _STATE["of"] != home():
         _check(create=False)
     return _STATE["problem"]
-
-
-def refuse(message):
-    """Mark the store refused for the rest of this run."""
-    _STATE.update(of=home(), status="refused", problem=message)
 
 
 def trusted_home():
@@ -146,6 +144,7 @@ def _refusal(path, why, fix):
 
 
 def _set_yours(path):
+    """What to do about a store that is not the user's (the same words as the C++ side)."""
     return "set PORTAL_HOME to a directory of yours"
 
 
