@@ -51,8 +51,14 @@ def _check_store():
     program runs as under python, without rescue.  portal-run's supervisor says
     so itself when it refused the store (then it gave no job); when it did not,
     it is said here, once."""
+    seen = set(sys.modules)
     from _portal import store
     problem = store.boot(os.environ, supervised=True)
+    # What the check imported (errno ...) lives on in store's own references;
+    # the program finds sys.modules as python leaves it (Portal's own modules are
+    # forgotten by _forget_imports).
+    for name in [n for n in sys.modules if n not in seen and not n.startswith("_portal")]:
+        del sys.modules[name]
     if problem is not None and _JOB[0] is not None and sys.argv[1] != "resume":
         _JOB[0] = None
         sys.stderr.write(f"portal: store: {problem}; the program runs, but cannot be "
