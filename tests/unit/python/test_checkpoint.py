@@ -775,3 +775,30 @@ def test_the_signature_is_checked_before_the_text_is_parsed(program, monkeypatch
     with pytest.raises(CheckpointError) as e:
         read(info.path)
     assert "signature" in str(e.value) and parsed == []
+
+
+# --- restore.start: every failure before the program continues is a ResumeError -----
+
+def test_a_resume_failure_is_one_resume_error_never_a_traceback(program, monkeypatch):
+    from _portal import restore
+    job_dir = program.dir / "jobs" / "train-abcdef"
+    info = write(program, {"a": 1}, name="checkpoint", parent=job_dir,
+                 fields={"job_id": "train-abcdef",
+                         "runtime": {"main_filename": str(program.dir / "src" / "umod.py"),
+                                     "cwd": str(program.dir), "environ": {}, "user_code": [],
+                                     "policy": {}}})
+    assert info.path == str(job_dir / "checkpoint")
+    monkeypatch.chdir(program.dir)
+
+    def broken_runtime(*args, **kwargs):
+        raise KeyError("boom")
+    with pytest.raises(restore.ResumeError) as e:
+        restore.start(str(job_dir), broken_runtime)
+    assert str(e.value).startswith("it failed before the program continued (KeyError: 'boom' at ")
+    # another job's directory: refused as a replay, before any runtime is made
+    other = program.dir / "jobs" / "train-000000"
+    other.mkdir(mode=0o700)
+    os.symlink(os.path.realpath(info.path), other / "checkpoint")
+    with pytest.raises(restore.ResumeError) as e:
+        restore.start(str(other), broken_runtime)
+    assert "checkpoint: " in str(e.value)
