@@ -22,6 +22,7 @@ def main():
     # The job this run belongs to (portal-run's supervisor made it): never seen by
     # the program, as none of PORTAL_* below.
     _JOB.append(os.environ.pop("PORTAL_JOB_DIR", None))
+    _check_store()
     if sys.argv[1] == "resume":
         from _portal import _toplevel
         return _resume(_toplevel, sys.argv[2], package_dir)
@@ -42,6 +43,26 @@ def main():
         _run_command(_toplevel, target, args)
     else:
         raise SystemExit(f"portal: boot: unknown mode {mode!r}")
+
+
+def _check_store():
+    """The job store, made absolute now (before the program can chdir) and
+    checked once (store.py).  A refused store is not used at all by this run; the
+    program runs as under python, without rescue.  portal-run's supervisor says
+    so itself when it refused the store (then it gave no job); when it did not,
+    it is said here, once."""
+    seen = set(sys.modules)
+    from _portal import store
+    problem = store.boot(os.environ, supervised=True)
+    # What the check imported (errno ...) lives on in store's own references;
+    # the program finds sys.modules as python leaves it (Portal's own modules are
+    # forgotten by _forget_imports).
+    for name in [n for n in sys.modules if n not in seen and not n.startswith("_portal")]:
+        del sys.modules[name]
+    if problem is not None and _JOB[0] is not None and sys.argv[1] != "resume":
+        _JOB[0] = None
+        sys.stderr.write(f"portal: store: {problem}; the program runs, but cannot be "
+                         f"suspended\n")
 
 
 def _forget_imports(package_dir):

@@ -71,7 +71,8 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
 from . import reducers as _reducers
-from . import signing
+from . import signing, store
+from .store import shown
 from .codeindex import REGISTRY, CodeChanged, sha256_hex
 
 __all__ = ["write_checkpoint", "read_checkpoint", "CheckpointInfo", "CheckpointError",
@@ -98,7 +99,7 @@ PYTHON_MAGIC = importlib.util.MAGIC_NUMBER.hex()
 _write = os.write             # tests replace it to simulate a full disk
 
 
-class CheckpointError(Exception):
+class CheckpointError(store.PortalError):
     """A checkpoint cannot be read or committed; the message says why, in lower case."""
 
 
@@ -382,8 +383,10 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
         fields["sources"] = (registry or REGISTRY).sources()
     parent = os.path.abspath(parent_dir)
     key = signing.load_or_create_key() if key is None else key
-    if not os.path.isdir(parent):
-        signing.make_private_dir(parent)
+    try:
+        store.make_private_dir(parent)    # made 0700, or the existing one checked: ours, private
+    except store.StoreError as exc:
+        raise CheckpointError(f"checkpoint: {exc}") from None
     link = os.path.join(parent, name)
     if os.path.exists(link) and not os.path.islink(link):
         raise CheckpointError(f"checkpoint: {link}: exists and is not a checkpoint link")
@@ -513,6 +516,16 @@ def _fail(message):
     raise CheckpointError(message)
 
 
+# What a reader accepts of a manifest before it believes anything in it.
+MAX_MANIFEST_BYTES = 16 << 20     # a manifest is KiBs (sources, argv, traceback)
+MAX_MANIFEST_DEPTH = 32           # objects and arrays nested deeper: not a manifest
+MAX_MANIFEST_INT_DIGITS = 20      # sizes and offsets fit in 64 bits
+MAX_FILE_BYTES = 1 << 50          # a size or offset past this is damage
+_FILE_NAME = re.compile(r"(?:state\.pickle|blobs/[0-9]{4,6}\.bin)")
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+_JOB_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")
+
+
 # Trust (docs/security.md): a checkpoint is code, so before anything of it is used,
 # every directory and file of it must be the user's own and writable by nobody
 # else, and the manifest's HMAC must have been made with the user's key.  The
@@ -538,81 +551,126 @@ def _check_trusted(label, st):
         _fail(f"checkpoint: {problem}")
 
 
+def _open_dir(path, label):
+    """fstat of the directory ``path``, opened O_DIRECTORY|O_NOFOLLOW, trusted."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except FileNotFoundError:
+        raise
+    except OSError as exc:
+        if exc.errno == errno.ELOOP:
+            _fail(f"checkpoint: {label}: is a symbolic link; it is not trusted")
+        if exc.errno == errno.ENOTDIR:
+            _fail(f"checkpoint: {label}: is not a directory")
+        _fail(f"checkpoint: {label}: cannot be read ({str(exc.strerror or exc).lower()})")
+    try:
+        st = os.fstat(fd)
+    finally:
+        os.close(fd)
+    _check_trusted(label, st)
+    return st
+
+
+def generation_name(name, target):
+    """Whether the link ``name`` -> ``target`` names a generation beside it."""
+    return re.fullmatch(re.escape(name) + r"\.[0-9]{1,9}", target) is not None
+
+
 def locate(path):
     """The generation directory of the checkpoint ``path`` (its link, or a
     generation directory), once what leads to it is the user's own: the link and
     the directory holding it (whoever can write there can swap the link), and the
-    generation directory."""
+    generation directory.  The link must name a generation beside it
+    (``NAME.<G>``), nothing else."""
     link = os.path.abspath(path)
     try:
         st = os.lstat(link)
     except FileNotFoundError:
-        _fail(f"checkpoint: {path}: no such checkpoint")
+        _fail(f"checkpoint: {shown(path)}: no such checkpoint")
     except OSError as exc:
-        _fail(f"checkpoint: {path}: cannot be read ({str(exc.strerror or exc).lower()})")
+        _fail(f"checkpoint: {shown(path)}: cannot be read ({str(exc.strerror or exc).lower()})")
+    directory = link
     if stat.S_ISLNK(st.st_mode):
         parent = os.path.dirname(link)
-        _check_trusted(parent, os.stat(parent))
+        _open_dir(parent, parent)
         if st.st_uid != signing.euid():
             _fail(f"checkpoint: {link}: is owned by uid {st.st_uid}, not by you (uid "
                   f"{signing.euid()}); it is not trusted")
-    directory = os.path.realpath(link)
+        target = os.readlink(link)
+        if not generation_name(os.path.basename(link), target):
+            _fail(f"checkpoint: {link}: points to {shown(target)!r}, not to a generation "
+                  f"beside it; it is not trusted")
+        directory = os.path.join(parent, target)
     try:
-        st = os.lstat(directory)
+        _open_dir(directory, directory)
     except FileNotFoundError:
-        _fail(f"checkpoint: {path}: no such checkpoint")
-    if not stat.S_ISDIR(st.st_mode):
-        _fail(f"checkpoint: {path}: no such checkpoint (not a directory)")
-    _check_trusted(directory, st)
+        _fail(f"checkpoint: {shown(path)}: no such checkpoint")
     return directory
 
 
 def open_trusted(directory, rel, missing):
-    """(fd, size) of the regular file ``rel`` of the checkpoint, once it is trusted."""
-    path = os.path.join(directory, rel)
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except FileNotFoundError:
-        _fail(f"checkpoint: {rel}: {missing}")
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            _fail(f"checkpoint: {rel}: is a symbolic link; it is not trusted")
-        _fail(f"checkpoint: {rel}: cannot be opened ({str(exc.strerror or exc).lower()})")
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            _fail(f"checkpoint: {rel}: is not a regular file")
-        _check_trusted(rel, st)
-    except BaseException:
-        os.close(fd)
-        raise
+    """(fd, size) of the regular file ``rel`` of the checkpoint, once it is trusted:
+    opened O_NOFOLLOW|O_NONBLOCK (a FIFO is never waited on), checked on the
+    descriptor (store.open_checked)."""
+    fd, st = _open_checked(directory, rel, missing, None)
     return fd, st.st_size
 
 
-def read_manifest_bytes(directory):
-    """The raw text of the manifest of generation ``directory``, once trusted."""
-    fd, _ = open_trusted(directory, MANIFEST, "missing (not a checkpoint, or an incomplete one)")
-    chunks = []
+def _open_checked(directory, rel, missing, max_bytes):
     try:
-        while True:
-            chunk = os.read(fd, 1 << 20)
-            if not chunk:
-                break
-            chunks.append(chunk)
+        return store.open_checked(os.path.join(directory, rel), max_bytes, label=rel,
+                                  trust=trust_problem, untrusted="it is not trusted")
+    except FileNotFoundError:
+        _fail(f"checkpoint: {rel}: {missing}")
+    except store.StoreError as exc:
+        _fail(f"checkpoint: {exc}")
+
+
+def read_manifest_bytes(directory):
+    """The raw bytes of the manifest of generation ``directory``, once trusted,
+    at most MAX_MANIFEST_BYTES."""
+    fd, _ = _open_checked(directory, MANIFEST, "missing (not a checkpoint, or an incomplete one)",
+                          MAX_MANIFEST_BYTES)
+    try:
+        raw = store.read_all(fd, MAX_MANIFEST_BYTES)
     finally:
         os.close(fd)
-    return b"".join(chunks)
+    if len(raw) > MAX_MANIFEST_BYTES:
+        _fail(f"checkpoint: {MANIFEST}: is larger than {MAX_MANIFEST_BYTES} bytes (not a manifest)")
+    return raw
+
+
+def read_untrusted_manifest_bytes(directory):
+    """The manifest's bytes without the owner check (portal inspect shows an
+    untrusted one, never believes it): still O_NOFOLLOW|O_NONBLOCK, a regular
+    file, size-capped.  None when it cannot be read so."""
+    try:
+        fd = os.open(os.path.join(directory, MANIFEST),
+                     os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_MANIFEST_BYTES:
+            return None
+        raw = store.read_all(fd, MAX_MANIFEST_BYTES)
+    finally:
+        os.close(fd)
+    return raw if len(raw) <= MAX_MANIFEST_BYTES else None
 
 
 def parse_manifest(raw):
-    """The manifest's JSON object (not yet checked, not yet trusted)."""
+    """The manifest's JSON object (not yet checked): bounded depth and integers,
+    no duplicate keys, no NaN (store.parse_json)."""
     try:
-        manifest = json.loads(raw.decode("utf-8"))
+        manifest = store.parse_json(raw, MAX_MANIFEST_DEPTH, MAX_MANIFEST_INT_DIGITS)
     except UnicodeDecodeError:
         _fail(f"checkpoint: {MANIFEST}: corrupted (not utf-8)")
     except json.JSONDecodeError as exc:
         _fail(f"checkpoint: {MANIFEST}: corrupted (not valid json at line {exc.lineno} "
               f"column {exc.colno})")
+    except (ValueError, RecursionError) as exc:
+        _fail(f"checkpoint: {MANIFEST}: corrupted ({shown(exc)})")
     if not isinstance(manifest, dict):
         _fail(f"checkpoint: {MANIFEST}: corrupted (not a json object)")
     return manifest
@@ -627,7 +685,7 @@ def signature_status(raw, key=None):
             return "malformed", (f"checkpoint: {MANIFEST}: its signature (hmac) is malformed "
                                  f"or misplaced: the manifest was edited")
         return "missing", (f"checkpoint: {MANIFEST}: carries no signature (hmac): it was not "
-                           f"made by you with this portal, or it was edited")
+                           f"made by you with this portal, or it was edited or cut short")
     if key is None:
         try:
             key = signing.load_key()
@@ -650,47 +708,155 @@ def check_signature(raw, key=None):
         _fail(message)
 
 
-def _read_manifest(directory, key=None):
-    raw = read_manifest_bytes(directory)
-    manifest = parse_manifest(raw)
+def load_manifest_bytes(raw, key=None, job_id=None):
+    """The manifest in the file bytes ``raw``: the signature first, over the raw
+    bytes (``key``, default the user's); only then is the text parsed (with
+    bounds), and everything in it validated (check_manifest), then, given
+    ``job_id``, bound to that job.  Any problem is a CheckpointError, nothing else
+    (the fuzz test, tests/unit/python/test_reader_fuzz.py, holds it to that)."""
     check_signature(raw, key)
+    manifest = parse_manifest(raw)
+    check_manifest(manifest)
+    if job_id is not None:
+        check_job(manifest, job_id)
     return manifest
 
 
+def plain_file_name(rel):
+    """Whether ``rel`` is a name a checkpoint's files have (no `/` but blobs/'s,
+    no `..`, not absolute)."""
+    return isinstance(rel, str) and _FILE_NAME.fullmatch(rel) is not None
+
+
+def plain_job_id(name):
+    return isinstance(name, str) and _JOB_ID.fullmatch(name) is not None
+
+
+def _is_int(value, low=0, high=MAX_FILE_BYTES):
+    return isinstance(value, int) and not isinstance(value, bool) and low <= value <= high
+
+
+def _is_str_map(value):
+    return isinstance(value, dict) and all(isinstance(v, str) for v in value.values())
+
+
+def _corrupted(why):
+    _fail(f"checkpoint: {MANIFEST}: corrupted ({why})")
+
+
+def layout_of(sizes):
+    """(pack file sizes {name: size}, buffer table) the writer lays out for
+    buffers of ``sizes`` (the same rule as _layout)."""
+    files, table = {}, []
+    name, end = None, 0
+    for n in sizes:
+        offset = -(-end // ALIGN) * ALIGN if name is not None else 0
+        if name is None or (end > 0 and offset + n > PACK_BYTES):
+            name, offset = f"{BLOBS}/{len(files):04d}.bin", 0
+        end = offset + n
+        files[name] = end
+        table.append([name, offset, n])
+    return files, table
+
+
+def _check_tables(files, buffers):
+    if not isinstance(files, dict) or STATE not in files or not isinstance(buffers, list):
+        _corrupted("no files or buffers table")
+    for rel, rec in files.items():
+        if not _FILE_NAME.fullmatch(rel):
+            _corrupted(f"names a file {shown(rel)!r}, which is not one of a checkpoint's")
+        if not isinstance(rec, dict) or set(rec) != {"size", "sha256"} or \
+                not _is_int(rec["size"]) or not isinstance(rec["sha256"], str) or \
+                not _SHA256.fullmatch(rec["sha256"]):
+            _corrupted(f"bad entry for {rel!r}")
+    for i, entry in enumerate(buffers):
+        ok = isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str) and \
+            _is_int(entry[1]) and _is_int(entry[2])
+        if not ok:
+            _corrupted(f"bad buffer entry {i}")
+        rel, offset, size = entry
+        if rel not in files or rel == STATE:
+            _fail(f"checkpoint: {MANIFEST}: buffer {i} is in {shown(rel)!r}, which is not a "
+                  f"recorded pack file")
+        if offset % ALIGN:
+            _fail(f"checkpoint: {MANIFEST}: buffer {i} is at offset {offset} of {rel}, "
+                  f"not {ALIGN}-aligned")
+        if offset + size > files[rel]["size"]:
+            _fail(f"checkpoint: {MANIFEST}: buffer {i} lies outside {rel}")
+    # The table must be the very layout the writer makes from these sizes: in
+    # stream order, each buffer right after the one before it, no overlap, no
+    # gap, no duplicate, no pack file that holds no buffer.
+    packs, table = layout_of([entry[2] for entry in buffers])
+    for i, (entry, want) in enumerate(zip(buffers, table)):
+        if entry != want:
+            _fail(f"checkpoint: {MANIFEST}: buffer {i} is at {entry[0]}:{entry[1]}, not where "
+                  f"the writer puts it ({want[0]}:{want[1]}): the buffer table is damaged")
+    recorded = {rel: rec["size"] for rel, rec in files.items() if rel != STATE}
+    if recorded != packs:
+        _fail(f"checkpoint: {MANIFEST}: its pack files ({', '.join(sorted(recorded)) or 'none'}) "
+              f"are not those its buffers need ({', '.join(sorted(packs)) or 'none'}, of "
+              f"those sizes): the buffer table is damaged")
+
+
+def _check_fields(manifest):
+    if not _is_int(manifest.get("total_bytes")):
+        _corrupted("no total_bytes")
+    job_id = manifest.get("job_id")
+    if job_id is not None and not (isinstance(job_id, str) and _JOB_ID.fullmatch(job_id)):
+        _corrupted("bad job_id")
+    sources = manifest.get("sources", {})
+    if not isinstance(sources, dict) or not all(isinstance(v, str) for v in sources.values()):
+        _corrupted("bad sources table")
+    runtime = manifest.get("runtime")
+    if runtime is not None:
+        ok = isinstance(runtime, dict) and isinstance(runtime.get("main_filename"), str) and \
+            isinstance(runtime.get("cwd", ""), (str, type(None))) and \
+            _is_str_map(runtime.get("environ", {})) and \
+            isinstance(runtime.get("user_code", []), list) and \
+            all(isinstance(p, str) for p in runtime.get("user_code", [])) and \
+            _is_str_map(runtime.get("policy") or {})
+        if not ok:
+            _corrupted("bad runtime context")
+    for field in ("error", "loop"):
+        if field in manifest and not isinstance(manifest[field], (dict, type(None))):
+            _corrupted(f"bad {field}")
+    for field in ("argv", "frames"):
+        if field in manifest and not isinstance(manifest[field], (list, type(None))):
+            _corrupted(f"bad {field}")
+
+
 def check_manifest(manifest):
-    """Refuse a manifest of another format, version or interpreter."""
+    """Refuse a manifest of another format, version or interpreter, and one whose
+    tables or fields are not what the writer makes (signed or not: a user's own
+    damaged manifest must not give wrong numbers)."""
     fmt = manifest.get("format")
     if fmt != FORMAT_NAME:
-        _fail(f"checkpoint: unknown format {fmt!r} (expected {FORMAT_NAME!r})")
+        _fail(f"checkpoint: unknown format {shown(fmt)!r} (expected {FORMAT_NAME!r})")
     version = manifest.get("format_version")
-    if version not in SUPPORTED_VERSIONS:
+    if version not in SUPPORTED_VERSIONS or isinstance(version, bool):
         supported = ", ".join(str(v) for v in SUPPORTED_VERSIONS)
-        _fail(f"checkpoint format version {version} is not supported by portal "
+        _fail(f"checkpoint format version {shown(version)} is not supported by portal "
               f"{PORTAL_VERSION} (supports {supported})")
-    python = manifest.get("python") or {}
+    python = manifest.get("python")
+    if not isinstance(python, dict):
+        python = {}
     if python.get("magic") != PYTHON_MAGIC:
-        _fail(f"checkpoint: written by python {python.get('version', '?')} "
-              f"(bytecode magic {python.get('magic')}), this is python "
+        _fail(f"checkpoint: written by python {shown(python.get('version', '?'))} "
+              f"(bytecode magic {shown(python.get('magic'))}), this is python "
               f"{platform.python_version()} (magic {PYTHON_MAGIC})")
-    files = manifest.get("files")
-    buffers = manifest.get("buffers")
-    if not isinstance(files, dict) or STATE not in files or not isinstance(buffers, list):
-        _fail(f"checkpoint: {MANIFEST}: corrupted (no files or buffers table)")
-    for rel, rec in files.items():
-        if not isinstance(rec, dict) or not isinstance(rec.get("size"), int) or \
-                not isinstance(rec.get("sha256"), str) or os.path.isabs(rel) or \
-                ".." in rel.split("/"):
-            _fail(f"checkpoint: {MANIFEST}: corrupted (bad entry for {rel!r})")
-    for i, entry in enumerate(buffers):
-        ok = isinstance(entry, list) and len(entry) == 3 and \
-            isinstance(entry[1], int) and isinstance(entry[2], int)
-        if not ok:
-            _fail(f"checkpoint: {MANIFEST}: corrupted (bad buffer entry {i})")
-        rel, offset, size = entry
-        if rel not in files:
-            _fail(f"checkpoint: {MANIFEST}: buffer {i} is in {rel}, which is not recorded")
-        if offset < 0 or size < 0 or offset + size > files[rel]["size"]:
-            _fail(f"checkpoint: {MANIFEST}: buffer {i} lies outside {rel}")
+    _check_tables(manifest.get("files"), manifest.get("buffers"))
+    _check_fields(manifest)
+
+
+def check_job(manifest, job_id):
+    """Refuse a checkpoint that is not of job ``job_id`` (a replayed or moved one:
+    the job id is inside the signed bytes)."""
+    theirs = manifest.get("job_id")
+    if theirs is None:
+        _fail(f"checkpoint: it names no job (made before checkpoints were bound to their "
+              f"job), so it cannot be shown to be job {job_id}'s")
+    if theirs != job_id:
+        _fail(f"checkpoint: it belongs to job {shown(theirs)}, not {job_id} (replayed or moved)")
 
 
 class _Opened:
@@ -761,37 +927,48 @@ def _break_cow(data):
         pass
 
 
+def _read_source(filename):
+    """A source file's bytes: O_NONBLOCK and a regular file (never waits on a FIFO)."""
+    fd = os.open(filename, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        os.set_blocking(fd, True)
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    finally:
+        os.close(fd)
+
+
 def _verify_sources(manifest):
     for filename, sha in (manifest.get("sources") or {}).items():
+        label = shown(filename)
         try:
-            with open(filename, "rb") as f:
-                actual = sha256_hex(f.read())
+            actual = sha256_hex(_read_source(filename))
         except FileNotFoundError:
-            raise SourceChanged(filename, "is missing") from None
-        except OSError as exc:
-            raise SourceChanged(filename, f"cannot be read: {exc}") from None
+            raise SourceChanged(label, "is missing") from None
+        except (OSError, ValueError) as exc:
+            raise SourceChanged(label, f"cannot be read: {shown(exc)}") from None
         if actual != sha:
-            raise SourceChanged(filename, f"has changed since the checkpoint was written "
-                                f"(sha256 {actual[:12]}..., saved {str(sha)[:12]}...)")
+            raise SourceChanged(label, f"has changed since the checkpoint was written "
+                                f"(sha256 {actual[:12]}..., saved {shown(sha)[:12]}...)")
 
 
-def read_manifest(path, *, key=None):
+def read_manifest(path, *, key=None, job_id=None):
     """The manifest of checkpoint ``path`` (the link or a generation), trusted
-    (owner, modes, HMAC) and checked (format, version, interpreter)."""
-    manifest = _read_manifest(locate(path), key)
-    check_manifest(manifest)
-    return manifest
+    (owner, modes, HMAC over its raw bytes, then parsed), checked (format,
+    version, interpreter, every table and field) and, given ``job_id``, of
+    that job."""
+    return load_manifest_bytes(read_manifest_bytes(locate(path)), key, job_id)
 
 
 def check_subdirectory(directory, sub):
     """Refuse a subdirectory (``blobs``) of the checkpoint that is not a trusted one."""
     try:
-        st = os.lstat(os.path.join(directory, sub))
+        _open_dir(os.path.join(directory, sub), sub + "/")
     except FileNotFoundError:
         _fail(f"checkpoint: {sub}/: missing")
-    if not stat.S_ISDIR(st.st_mode):
-        _fail(f"checkpoint: {sub}/: is not a directory")
-    _check_trusted(sub + "/", st)
 
 
 def subdirectories(records):
@@ -804,7 +981,7 @@ def _check_subdirectories(directory, records):
 
 
 def read_checkpoint(path, recompiler, *, main_module=None, check_sources=True,
-                    use_mmap=True, key=None):
+                    use_mmap=True, key=None, job_id=None):
     """(manifest, state) of the checkpoint at ``path``.
 
     Checks that every directory and file of it is the user's and writable by
@@ -815,12 +992,12 @@ def read_checkpoint(path, recompiler, *, main_module=None, check_sources=True,
     mappings of the pack files (read into memory where mmap fails): arrays are
     built on them without another copy.  ``main_module`` receives ``__main__``'s
     globals (default ``sys.modules['__main__']``); other user modules are created
-    and registered in ``sys.modules``.  Every error is a ``CheckpointError``
-    (``SourceChanged`` for a changed source), except ``MemoryError``.
+    and registered in ``sys.modules``.  Given ``job_id``, a checkpoint of another
+    job is refused.  Every error is a ``CheckpointError`` (``SourceChanged`` for
+    a changed source), except ``MemoryError``.
     """
     directory = locate(path)
-    manifest = _read_manifest(directory, key)
-    check_manifest(manifest)
+    manifest = load_manifest_bytes(read_manifest_bytes(directory), key, job_id)
     records = manifest["files"]
     _check_subdirectories(directory, records)
     opened = {rel: _Opened(directory, rel, rec, use_mmap) for rel, rec in records.items()}
@@ -850,5 +1027,5 @@ def read_checkpoint(path, recompiler, *, main_module=None, check_sources=True,
         raise
     except Exception as exc:
         raise CheckpointError(f"checkpoint: {STATE}: cannot be loaded "
-                              f"({type(exc).__name__}: {exc})") from exc
+                              f"({type(exc).__name__}: {shown(exc)})") from exc
     return manifest, state

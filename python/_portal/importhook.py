@@ -13,19 +13,21 @@ FrozenImporter keep precedence (a user's time.py still loses to the builtin `tim
 the frozen `os` stays frozen), and finders that site or the program put in front of
 PathFinder keep their place.
 
-Instrumented code is cached, never in python's own .pyc (name or format): beside it,
-in __pycache__ (or under sys.pycache_prefix), as
-NAME.cpython-311[.opt-N].portal-FORMAT.pyc, with a header of its own: a magic that
-python rejects, the instrumenter version, flags (wrapped or not, -O level), the
-source's SipHash and length (the source is read on every import, as the code
-registry needs it anyway, so a cache is never stale whatever the file times say)
-and the fake-OOM lines.  It is written atomically (temporary file + rename), and
-skipped silently when the directory is not writable.  When sys.dont_write_bytecode
-is set (python -B, PYTHONDONTWRITEBYTECODE), nothing is written into the program's
-tree, as python writes nothing there: the cache then lives in Portal's own
-directory, $PORTAL_HOME/cache/instrumented/ (0700), under a name derived from the
-source's absolute path; without it every start would instrument the script again
-(importing ast and parsing it: tens of milliseconds).
+Instrumented code is cached, never in python's own .pyc (name or format) and never
+beside the source (a shared project directory, a __pycache__ others can write
+into): only inside the job store, once it is trusted (store.py), in
+$PORTAL_HOME/cache/instrumented/ (0700), under a name derived from the source's
+absolute path and the -O level.  An entry is HEADER CODE MAC: a header of its
+own (a magic that python rejects, the instrumenter version, flags (wrapped or
+not, -O level), the source's SipHash and length (the source is read on every
+import, as the code registry needs it anyway, so a cache is never stale whatever
+the file times say) and the fake-OOM lines), the marshalled code, and an
+HMAC-SHA256 with the user's key (signing.py) over both: a cache entry is code,
+so one the user did not write is never loaded.  Entries are opened
+O_NOFOLLOW|O_NONBLOCK and checked on the descriptor; a bad entry (another
+owner, a wrong MAC, damaged) is ignored and recompiled.  No trusted store, or no
+key: no cache (every start compiles again; still correct).  Written atomically
+(store.atomic_write), silently nothing on any error.
 
 When install() is given a codeindex.CodeRegistry, every instrumented module (and the
 main script, compile_main) is registered there with the source it came from.
@@ -40,10 +42,12 @@ _bootstrap_external = sys.modules["_frozen_importlib_external"]
 PathFinder = _bootstrap_external.PathFinder
 SourceFileLoader = _bootstrap_external.SourceFileLoader
 MAGIC_NUMBER = _bootstrap_external.MAGIC_NUMBER
-cache_from_source = _bootstrap_external.cache_from_source
 
 import _portal as _package  # noqa: E402  (kept: start-up takes it out of sys.modules)
 from _portal import INSTRUMENT_VERSION  # noqa: E402  (instrument.py imports ast: only on a cache miss)
+# Bound now, at start-up: a module imported later by the program must find the
+# very store and key state of this run (start-up forgets Portal's modules).
+from _portal import signing, store  # noqa: E402
 
 FORMAT = 1
 _MAGIC = b"PORTAL" + bytes((FORMAT, 0)) + MAGIC_NUMBER
@@ -89,27 +93,59 @@ def fake_oom_lines(path, fake_oom):
 
 # --- the instrumented-bytecode cache ------------------------------------------------------
 
-def _portal_cache_dir():
-    home = os.environ.get("PORTAL_HOME") or os.path.join(os.path.expanduser("~"), ".portal")
-    return os.path.join(home, "cache", "instrumented")
+MAX_ENTRY_BYTES = 64 << 20      # an entry larger than this is not one of ours
+_MAC_BYTES = 32
+# {"dir": the cache directory once checked (or False: none), "key": the user's key
+#  (or False: none)}; each looked up once per process.
+_cache = {}
 
 
-def portal_cache_path(source_path):
-    """Where the instrumented code of source_path is cached (None: nowhere)."""
-    if sys.dont_write_bytecode:
-        absolute = os.path.abspath(source_path)
-        key = _imp.source_hash(_HASH_KEY, absolute.encode("utf-8", "surrogateescape")).hex()
-        stem = os.path.splitext(os.path.basename(absolute))[0][:40]
-        return os.path.join(_portal_cache_dir(), f"{stem}-{key}.portal-{FORMAT}.pyc")
-    return _beside_source_cache_path(source_path)
-
-
-def _beside_source_cache_path(source_path):
+def _cache_dir(create):
+    """The cache directory inside the trusted store, or None: no trusted store
+    (refused, or missing and not ``create``) means no cache."""
+    known = _cache.get("dir")
+    if known or (known is False and not create):
+        return known or None
     try:
-        pyc = cache_from_source(source_path)
-    except (NotImplementedError, ValueError):
+        home = store.require(create=True) if create else store.trusted_home()
+        if home is None:
+            _cache["dir"] = False
+            return None
+        path = os.path.join(home, "cache", "instrumented")
+        if create:
+            store.make_private_dir(path)
+        else:
+            os.close(store.open_dir(path))
+    except (OSError, store.StoreError):
+        _cache["dir"] = False
         return None
-    return pyc[:-len(".pyc")] + f".portal-{FORMAT}.pyc"
+    _cache["dir"] = path
+    return path
+
+
+def _cache_key(create):
+    """The user's signing key, or None (no key yet and not ``create``, or refused)."""
+    known = _cache.get("key")
+    if known or (known is False and not create):
+        return known or None
+    try:
+        key = signing.load_or_create_key() if create else signing.load_key()
+    except (OSError, store.PortalError):
+        key = None
+    _cache["key"] = key or False
+    return key
+
+
+def portal_cache_path(source_path, create=False):
+    """Where the instrumented code of source_path is cached (None: nowhere)."""
+    directory = _cache_dir(create)
+    if directory is None:
+        return None
+    absolute = os.path.abspath(source_path)
+    key = _imp.source_hash(_HASH_KEY, absolute.encode("utf-8", "surrogateescape")).hex()
+    stem = os.path.splitext(os.path.basename(absolute))[0][:40]
+    level = f".opt-{sys.flags.optimize}" if sys.flags.optimize else ""
+    return os.path.join(directory, f"{stem}-{key}{level}.portal-{FORMAT}.pyc")
 
 
 _HASH_KEY = int.from_bytes(_MAGIC[:8], "little")
@@ -133,50 +169,36 @@ def _header(source, wrap, fake):
 
 
 def _read_cache(cache_path, header):
-    try:
-        with open(cache_path, "rb") as f:
-            data = f.read()
-    except OSError:
-        return None
-    if data[:len(header)] != header:
+    """The cached code, or None: missing, not the user's own file (owner, mode,
+    a link, a FIFO), another header, a MAC not made with the user's key, damaged."""
+    key = _cache_key(False)
+    if key is None:
         return None
     try:
-        code = marshal.loads(memoryview(data)[len(header):])
+        data = store.read_checked(cache_path, MAX_ENTRY_BYTES)
+    except (OSError, store.StoreError):
+        return None
+    if len(data) < len(header) + _MAC_BYTES or data[:len(header)] != header:
+        return None
+    body, mac = data[:-_MAC_BYTES], data[-_MAC_BYTES:]
+    if not signing.compare_digest(signing.code_mac(key, body), mac):
+        return None
+    try:
+        code = marshal.loads(memoryview(body)[len(header):])
     except (EOFError, ValueError, TypeError):
         return None
     return code if isinstance(code, type(_read_cache.__code__)) else None
 
 
-def _write_cache(cache_path, source_path, data):
-    """Atomically, as importlib writes a .pyc; silently nothing on any OSError."""
-    try:
-        mode = (os.stat(source_path).st_mode | 0o200) & 0o666
-    except OSError:
-        mode = 0o666
-    directory = os.path.dirname(cache_path)
-    private = sys.dont_write_bytecode   # the cache in $PORTAL_HOME: code only we may write
-    try:
-        os.makedirs(directory, mode=0o700 if private else 0o777, exist_ok=True)
-        if private:   # whatever the umask: a planted .pyc there would be run
-            os.chmod(directory, 0o700)
-            os.chmod(os.path.dirname(directory), 0o700)
-            mode = 0o600
-    except OSError:
-        return False
-    tmp = f"{cache_path}.{os.getpid()}.{id(data)}.tmp"
-    try:
-        fd = os.open(tmp, os.O_EXCL | os.O_CREAT | os.O_WRONLY, mode)
-    except OSError:
+def _write_cache(cache_path, body):
+    """Seal ``body`` (header + code) with the user's key and write it atomically;
+    silently nothing on any error (no key can be made, a full disk)."""
+    key = _cache_key(True)
+    if key is None:
         return False
     try:
-        with open(fd, "wb") as f:
-            f.write(data)
-        os.replace(tmp, cache_path)
+        store.atomic_write(cache_path, body + signing.code_mac(key, body), durable=False)
     except OSError:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
         return False
     return True
 
@@ -221,9 +243,6 @@ def load_code(source_path, wrap=True, fake=None, source=None, read=None, registr
     cache_path = portal_cache_path(source_path)
     header = _header(key, wrap, fake)
     code = _read_cache(cache_path, header) if cache_path is not None else None
-    if code is None and sys.dont_write_bytecode:  # one written beside the source before -B
-        beside = _beside_source_cache_path(source_path)
-        code = _read_cache(beside, header) if beside is not None else None
     if code is not None:
         _imp._fix_co_filename(code, source_path)
     else:
@@ -231,8 +250,9 @@ def load_code(source_path, wrap=True, fake=None, source=None, read=None, registr
             code = _instrument().compile_user_source(source, source_path, fake, wrap=wrap)
         except Exception:
             return None, source
+        cache_path = cache_path or portal_cache_path(source_path, create=True)
         if cache_path is not None:
-            _write_cache(cache_path, source_path, header + marshal.dumps(code))
+            _write_cache(cache_path, header + marshal.dumps(code))
     if registry is not None and wrap:
         registry.register(source_path, code, key)
     return code, source

@@ -15,9 +15,12 @@ import argparse
 import hashlib
 import json
 import os
+import stat
 import sys
 
 from . import checkpoint as ck
+from .checkpoint import MANIFEST
+from .store import shown
 
 __all__ = ["inspect", "main"]
 
@@ -54,15 +57,20 @@ def _attempt(problems, fn, *args):
 
 
 def _check_file(directory, rel, record):
-    """The state of one file against its record: (status, size, problem or None)."""
+    """The state of one file against its record: (status, size, problem or None).
+    ``rel`` is a name check_manifest accepted (state.pickle, blobs/NNNN.bin): a
+    name leading out of the checkpoint is reported, never opened."""
+    if not ck.plain_file_name(rel):
+        return "refused", None, [f"checkpoint: {MANIFEST}: names a file {shown(rel)!r}, which "
+                                 f"is not one of a checkpoint's (not opened)"]
     path = os.path.join(directory, rel)
     problems = []
     fd = None
     opened = _attempt(problems, ck.open_trusted, directory, rel, "missing")
     if opened is not None:
         fd = opened[0]
-    elif os.path.isfile(path) and not os.path.islink(path):
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)  # untrusted, but still checked
+    else:
+        fd = _open_untrusted(path)      # not trusted, but still checked (never a FIFO)
     if fd is None:
         return ("missing" if not os.path.lexists(path) else "untrusted"), None, problems
     try:
@@ -70,7 +78,7 @@ def _check_file(directory, rel, record):
         want = record.get("size")
         if size != want:
             why = "truncated" if isinstance(want, int) and size < want else "larger than recorded"
-            problems.append(f"checkpoint: {rel}: size {size} != {want} recorded ({why})")
+            problems.append(f"checkpoint: {rel}: size {size} != {shown(want)} recorded ({why})")
             return ("truncated" if why == "truncated" else "wrong-size"), size, problems
         h = hashlib.sha256()
         while True:
@@ -86,52 +94,75 @@ def _check_file(directory, rel, record):
     return ("ok" if not problems else "untrusted"), size, problems
 
 
+def _open_untrusted(path):
+    """A descriptor of the regular file ``path`` (O_NOFOLLOW|O_NONBLOCK, fstat'ed),
+    whoever owns it, or None."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return None
+    if not stat.S_ISREG(os.fstat(fd).st_mode):
+        os.close(fd)
+        return None
+    return fd
+
+
 def _sources(manifest):
     """{"files": N, "changed": [filename...]}: would the program's code still match."""
     changed = []
     recorded = manifest.get("sources") or {}
+    if not isinstance(recorded, dict):
+        return {"files": 0, "changed": []}
     for filename, sha in recorded.items():
         try:
-            with open(filename, "rb") as f:
-                if hashlib.sha256(f.read()).hexdigest() != sha:
-                    changed.append(filename)
-        except OSError:
+            if hashlib.sha256(ck._read_source(filename)).hexdigest() != sha:
+                changed.append(filename)
+        except (OSError, ValueError):
             changed.append(filename)
     return {"files": len(recorded), "changed": changed}
 
 
-def inspect(path, key=None):
+def inspect(path, key=None, job_id=None):
     """A report (a JSON-able dict) on the checkpoint at ``path``; ``report["sound"]``
     says whether `portal resume` would trust and load it, ``report["problems"]``
-    why not.  Nothing is unpickled."""
+    why not.  Nothing is unpickled, and nothing the manifest names is followed
+    before it is checked: the manifest is read size-capped from a checked
+    descriptor, its signature verified over the raw bytes, then parsed with
+    bounds and validated as `portal resume` validates it (checkpoint.py)."""
     path = _resolve(path)
     problems = []
     report = {"path": os.path.abspath(path), "sound": False, "problems": problems}
     directory = _attempt(problems, ck.locate, path)
     if directory is None:
-        directory = os.path.realpath(path)
-        if not os.path.isdir(directory):
+        # an untrusted generation is still shown; a link only to a generation beside it
+        directory = os.path.abspath(path)
+        if os.path.islink(directory):
+            target = os.readlink(directory)
+            if not ck.generation_name(os.path.basename(directory), target):
+                return report
+            directory = os.path.join(os.path.dirname(directory), target)
+        if os.path.islink(directory) or not os.path.isdir(directory):
             return report
     report["directory"] = directory
 
     raw = _attempt(problems, ck.read_manifest_bytes, directory)
     if raw is None:
-        try:
-            with open(os.path.join(directory, ck.MANIFEST), "rb") as f:
-                raw = f.read()    # not trusted: shown, never believed
-        except OSError:
+        raw = ck.read_untrusted_manifest_bytes(directory)   # shown, never believed
+        if raw is None:
             return report
-    manifest = _attempt(problems, ck.parse_manifest, raw)
-    if manifest is None:
-        return report
     status, message = ck.signature_status(raw, key)
     report["signature"] = status
     if message:
         problems.append(message)
+    manifest = _attempt(problems, ck.parse_manifest, raw)
+    if manifest is None:
+        return report
     _attempt(problems, ck.check_manifest, manifest)
+    if job_id is not None:
+        _attempt(problems, ck.check_job, manifest, job_id)
 
     for field in ("format", "format_version", "portal_version", "python", "created", "job",
-                  "script", "argv", "loop", "total_bytes"):
+                  "job_id", "script", "argv", "loop", "total_bytes"):
         if field in manifest:
             report[field] = manifest[field]
     error = manifest.get("error")
@@ -146,13 +177,13 @@ def inspect(path, key=None):
     files = []
     records = manifest.get("files")
     if isinstance(records, dict):
-        for sub in ck.subdirectories(records):
+        for sub in ck.subdirectories(r for r in records if ck.plain_file_name(r)):
             _attempt(problems, ck.check_subdirectory, directory, sub)
         for rel, record in sorted(records.items()):
             if not isinstance(record, dict):
                 continue           # check_manifest has said so
             st, size, file_problems = _check_file(directory, rel, record)
-            problems.extend(file_problems)
+            problems.extend(p for p in file_problems if p not in problems)
             files.append({"name": rel, "size": size, "recorded_size": record.get("size"),
                           "sha256": record.get("sha256"), "status": st})
     report["files"] = files
@@ -172,14 +203,28 @@ def _where(d):
     return text
 
 
+def _escaped(value):
+    """The report with every string in it (keys too) safe to print (store.shown)."""
+    if isinstance(value, str):
+        return shown(value)
+    if isinstance(value, dict):
+        return {_escaped(k): _escaped(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_escaped(v) for v in value]
+    return value
+
+
 def format_report(r):
+    """The report for people; every string from the checkpoint with its control
+    characters escaped, so that a manifest cannot drive the terminal."""
+    r = _escaped(r)
     lines = []
     add = lines.append
     target = r.get("directory")
     add(f"checkpoint   {r['path']}" + (f" -> {os.path.basename(target)}"
                                         if target and target != r["path"] else ""))
     if "format" in r or "format_version" in r:
-        py = r.get("python") or {}
+        py = r.get("python") if isinstance(r.get("python"), dict) else {}
         add(f"format       {r.get('format')} version {r.get('format_version')} (written by "
             f"portal {r.get('portal_version')}, python {py.get('version')})")
     if "created" in r:
@@ -235,19 +280,35 @@ def main(argv=None):
     parser.add_argument("path", metavar="PATH", help="a checkpoint or a job directory")
     parser.add_argument("--json", action="store_true", help="one JSON object on stdout")
     args = parser.parse_args(argv)
-    report = inspect(args.path)
-    if args.json:
-        sys.stdout.write(json.dumps(report, indent=1, ensure_ascii=False) + "\n")
-    else:
-        sys.stdout.write(format_report(report))
+    try:
+        report = inspect(args.path, job_id=_job_of(args.path))
+        # --json: every non-ASCII character escaped too (\\u009b ...): safe on a terminal
+        text = json.dumps(report, indent=1) + "\n" if args.json else format_report(report)
+    except Exception as exc:  # noqa: BLE001 - one line, never a traceback
+        sys.stderr.write(f"portal: inspect: {shown(args.path)}: cannot be inspected "
+                         f"({type(exc).__name__}: {shown(exc)})\n")
+        return 1
+    sys.stdout.write(text)
     sys.stdout.flush()
     if not report["sound"]:
         first = report["problems"][0] if report["problems"] else f"{args.path}: no such checkpoint"
         more = len(report["problems"]) - 1
-        sys.stderr.write(f"portal: inspect: {first}" + (f" (and {more} more)" if more > 0 else "")
-                         + "\n")
+        sys.stderr.write(f"portal: inspect: {shown(first)}" +
+                         (f" (and {more} more)" if more > 0 else "") + "\n")
         return 1
     return 0
+
+
+def _job_of(path):
+    """The job whose checkpoint ``path`` is (a job directory, or its `checkpoint`
+    link), or None: inspect then also says when it is another job's (replayed)."""
+    path = os.path.abspath(path)
+    if os.path.basename(path) == "checkpoint":
+        path = os.path.dirname(path)
+    if not os.path.lexists(os.path.join(path, "job.json")):
+        return None                 # not a job's directory
+    name = os.path.basename(path)
+    return name if ck.plain_job_id(name) else None
 
 
 if __name__ == "__main__":

@@ -8,24 +8,34 @@
 The supervisor (portal-run, portal resume) creates the job and records its runs
 (docs/job-store.md); the interpreter records a suspension, which only it can
 describe.  A job id is the script's name and six hex digits (`train-3f9a2c`).
-Directories are created 0700 and files 0600: a checkpoint is code.
+Directories are created 0700 and files 0600: a checkpoint is code.  Every
+directory and file is checked on its open descriptor (store.py) before use.
 """
 import json
 import os
 import secrets
 import time
 
+from . import store
+
 EXPIRY_SECONDS = 3 * 24 * 3600
 RECORD_VERSION = 1   # as kRecordVersion in include/portal/job_store.hpp
 
 
-def portal_home(environ=os.environ):
-    return environ.get("PORTAL_HOME") or os.path.join(os.path.expanduser("~"), ".portal")
+MAX_RECORD_BYTES = 1 << 20     # a record is a few KiB; larger is not one of ours
+MAX_RECORD_DEPTH = 16          # objects and arrays nested deeper are not a record
+MAX_RECORD_INT_DIGITS = 20     # a record's numbers are sizes, times, pids
+RECORD_NAME = "job.json"
 
 
-def _mkdir_private(path):
-    os.makedirs(path, mode=0o700, exist_ok=True)
-    os.chmod(path, 0o700)
+class RecordError(store.PortalError):
+    """The job record cannot be read: the message names it and says why."""
+
+
+def portal_home(environ=None):
+    """The store's absolute path (fixed at start-up: a chdir of the program's
+    does not move it)."""
+    return store.home() if environ is None else store.home_from(environ)
 
 
 def new_job_id(script):
@@ -34,53 +44,86 @@ def new_job_id(script):
     return f"{stem}-{secrets.token_hex(3)}"
 
 
+# The fields the interpreter reads or keeps, and the JSON types they must have.
+_RECORD_TYPES = {"id": str, "state": str, "record_version": int, "runs": list,
+                 "script": (str, type(None)), "cwd": (str, type(None)),
+                 "argv": (list, type(None)), "created": str, "updated": str}
+
+
+def parse_record(raw, label=RECORD_NAME):
+    """The job record in ``raw`` (bytes), checked: a JSON object whose known
+    fields have their types.  Raises RecordError."""
+    try:
+        record = store.parse_json(raw, MAX_RECORD_DEPTH, MAX_RECORD_INT_DIGITS)
+    except json.JSONDecodeError as exc:
+        raise RecordError(f"{label}: is damaged (not valid json at line {exc.lineno} "
+                          f"column {exc.colno})") from None
+    except UnicodeDecodeError:
+        raise RecordError(f"{label}: is damaged (not utf-8)") from None
+    except (ValueError, RecursionError) as exc:
+        raise RecordError(f"{label}: is damaged ({exc})") from None
+    if not isinstance(record, dict):
+        raise RecordError(f"{label}: is damaged (not a json object)")
+    for field, kind in _RECORD_TYPES.items():
+        if field in record and (not isinstance(record[field], kind) or
+                                isinstance(record[field], bool)):
+            raise RecordError(f"{label}: is damaged (its {field!r} is a "
+                              f"{type(record[field]).__name__})")
+    version = record.get("record_version", RECORD_VERSION)
+    if version > RECORD_VERSION:
+        raise RecordError(f"{label}: has record version {version}; this portal reads "
+                          f"{RECORD_VERSION}: use the newer portal that wrote it")
+    return record
+
+
 class Job:
     def __init__(self, job_dir):
-        self.dir = job_dir
-        self.id = os.path.basename(job_dir.rstrip("/"))
+        self.dir = os.path.abspath(job_dir)
+        self.id = os.path.basename(self.dir.rstrip("/"))
 
     @classmethod
     def create(cls, script, home=None):
-        jobs = os.path.join(home or portal_home(), "jobs")
-        _mkdir_private(os.path.dirname(jobs))
-        _mkdir_private(jobs)
+        """A new job directory in the (trusted) store; StoreError if refused."""
+        home = store.require(create=True) if home is None else home
+        jobs = os.path.join(home, "jobs")
+        store.make_private_dir(jobs)
         while True:
             path = os.path.join(jobs, new_job_id(script))
             try:
-                os.mkdir(path, 0o700)
-                os.chmod(path, 0o700)   # whatever the umask
-                return cls(path)
+                os.mkdir(path, store.PRIVATE_DIR_MODE)
             except FileExistsError:
                 continue
+            fd = store.open_dir(path)
+            try:
+                os.fchmod(fd, store.PRIVATE_DIR_MODE)   # whatever the umask
+            finally:
+                os.close(fd)
+            return cls(path)
 
     @property
     def record_path(self):
-        return os.path.join(self.dir, "job.json")
+        return os.path.join(self.dir, RECORD_NAME)
 
     def read_record(self):
+        """The record, checked ({} when there is none yet); RecordError or
+        StoreError when it cannot be trusted or read."""
         try:
-            with open(self.record_path, encoding="utf-8") as f:
-                return json.load(f)
+            raw = store.read_checked(self.record_path, MAX_RECORD_BYTES,
+                                     label=f"job {self.id}: {RECORD_NAME}")
         except FileNotFoundError:
             return {}
+        return parse_record(raw, f"job {self.id}: {RECORD_NAME}")
 
     def write_record(self, record):
-        tmp = f"{self.record_path}.tmp{os.getpid()}"
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-        os.fchmod(fd, 0o600)   # whatever the umask
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            json.dump(record, f, indent=2, sort_keys=True)
-            f.write("\n")
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.record_path)
+        text = json.dumps(record, indent=2, sort_keys=True) + "\n"
+        store.atomic_write(self.record_path, text.encode("utf-8"))
 
     def update_record(self, **fields):
         """Read-modify-write under an flock of the job's directory, which the
         supervisor (C++, src/jobs/job_store.cpp) takes too: neither loses the
-        other's fields."""
+        other's fields.  The directory is opened O_NOFOLLOW and checked first."""
         import fcntl
-        fd = os.open(self.dir, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        fd = store.open_dir(self.dir)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             record = self.read_record()

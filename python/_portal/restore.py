@@ -68,17 +68,47 @@ class ResumeError(Exception):
 def start(job_dir, make_runtime, policy=None):
     """Stages 1-4: returns (runtime, main code, __main__'s globals) with the chain
     ready to be entered by running main code.  make_runtime(main_filename, job_dir=,
-    extra_user_code=) builds and installs the runtime."""
-    from _portal import checkpoint, jobs
+    extra_user_code=) builds and installs the runtime.  Any failure before the
+    program continues is a ResumeError (a `portal: resume:` line, never a
+    traceback); the job stays suspended."""
+    try:
+        return _start(job_dir, make_runtime, policy)
+    except (ResumeError, SystemExit, KeyboardInterrupt, MemoryError):
+        raise
+    except Exception as e:  # noqa: BLE001 - Portal's own fault: said in one line
+        from _portal.store import shown
+        where = ""
+        tb = e.__traceback__
+        while tb is not None and tb.tb_next is not None:
+            tb = tb.tb_next
+        if tb is not None:
+            where = f" at {os.path.basename(tb.tb_frame.f_code.co_filename)}:{tb.tb_lineno}"
+        raise ResumeError(f"it failed before the program continued ({type(e).__name__}: "
+                          f"{shown(e)}{where})") from None
+
+
+def _start(job_dir, make_runtime, policy):
+    from _portal import checkpoint, jobs, store
+    problem = store.problem()
+    if problem is not None:
+        raise ResumeError(f"store: {problem}")
+    job_id = os.path.basename(os.path.abspath(job_dir))
     path = os.path.join(job_dir, "checkpoint")
     try:
-        manifest = checkpoint.read_manifest(path)
+        manifest = checkpoint.read_manifest(path, job_id=job_id)
     except checkpoint.CheckpointError as e:
         raise ResumeError(str(e)) from None
     context = manifest.get("runtime") or {}
+    if not context.get("main_filename"):
+        raise ResumeError("checkpoint: manifest.json: it names no main script (not a "
+                          "checkpoint of portal-run's)")
     # The runtime decides what is user code and arms the fixture as it did when the
     # job started: from the job's own working directory and environment.
-    os.chdir(context.get("cwd") or os.getcwd())
+    try:
+        os.chdir(context.get("cwd") or os.getcwd())
+    except OSError as e:
+        raise ResumeError(f"the job's working directory {store.shown(context.get('cwd'))}: "
+                          f"{str(e.strerror or e).lower()}") from None
     for name in ("PYTHONPATH", "PORTAL_FAKE_OOM"):
         value = (context.get("environ") or {}).get(name)
         if value is None:
@@ -90,7 +120,7 @@ def start(job_dir, make_runtime, policy=None):
                            policy=policy if policy is not None else context.get("policy"))
     recompiler = runtime.recompiler()
     try:
-        manifest, state = checkpoint.read_checkpoint(path, recompiler,
+        manifest, state = checkpoint.read_checkpoint(path, recompiler, job_id=job_id,
                                                      main_module=sys.modules["__main__"])
         # The main script's code, which the restored state may not have needed (a
         # loop at module level, no function of the script saved): compiled by the
@@ -110,6 +140,9 @@ def start(job_dir, make_runtime, policy=None):
     handled = getattr(state.frames[-1], "handled", None) if state.frames else None
     del state
     job = jobs.Job(job_dir)
-    job.update_record(state="running")
+    try:
+        job.update_record(state="running")
+    except (store.PortalError, OSError) as e:
+        raise ResumeError(f"job {job_id}: its record cannot be updated ({store.shown(e)})") from None
     _frames.resume(chain, EMPTY, handled)
     return runtime, main_code, sys.modules["__main__"].__dict__

@@ -15,64 +15,69 @@ A key with the wrong owner, mode, size or type is refused, never repaired: a key
 others could read or replace signs nothing.
 """
 import errno
-import hashlib
-import hmac
 import os
 import stat
+# hashlib and hmac cost ~4 ms to import (OpenSSL): every run imports this module
+# at start-up (the bytecode cache), only a checkpoint needs them: imported there.
+from _operator import _compare_digest as compare_digest
 
-from . import jobs
+try:
+    from _sha256 import sha256 as _sha256      # built in: no OpenSSL to load
+except ImportError:
+    from hashlib import sha256 as _sha256
+
+from . import store
 
 __all__ = ["SigningKeyError", "key_path", "load_key", "load_or_create_key", "sign", "verify",
-           "make_private_dir", "euid", "KEY_BYTES", "DOMAIN"]
+           "make_private_dir", "euid", "KEY_BYTES", "DOMAIN", "CODE_DOMAIN", "code_mac"]
 
 KEY_BYTES = 32
 KEY_NAME = "key"
 # Signed messages start with this, so the key's HMACs over manifests can never be
 # confused with HMACs the key may make over something else later.
 DOMAIN = b"portal-checkpoint-manifest\n"
+# ... and entries of the instrumented-bytecode cache (importhook.py) with this.
+CODE_DOMAIN = b"portal-instrumented-code\n"
 
 
-class SigningKeyError(Exception):
+class SigningKeyError(store.PortalError):
     """The key cannot be used; the message says why and what to do, in lower case."""
 
 
 def euid():
     """The user whose files are trusted (a seam for tests that cannot chown)."""
-    return os.geteuid()
+    return store.euid()
 
 
 def key_path(home=None):
-    return os.path.join(home or jobs.portal_home(), KEY_NAME)
+    return os.path.join(home or store.home(), KEY_NAME)
 
 
-def _check(path, st):
-    """Refuse a key that is not a private regular file of this user."""
-    if not stat.S_ISREG(st.st_mode):
-        raise SigningKeyError(f"key: {path}: is not a regular file; remove it and portal makes a new "
-                              f"one (suspended jobs then cannot be resumed)")
+def _problem(path, st):
+    """Why the key (``st``, a regular file) is not a private file of this user's."""
     if st.st_uid != euid():
-        raise SigningKeyError(f"key: {path}: is owned by uid {st.st_uid}, not by you (uid "
-                              f"{euid()}); it cannot be trusted")
+        return (f"key: {path}: is owned by uid {st.st_uid}, not by you (uid "
+                f"{euid()}); it cannot be trusted")
     if st.st_mode & 0o077:
-        raise SigningKeyError(f"key: {path}: has mode {stat.S_IMODE(st.st_mode):04o}, others may "
-                              f"read or change it; it cannot be trusted (if only you ever had "
-                              f"access: chmod 600 {path})")
+        return (f"key: {path}: has mode {stat.S_IMODE(st.st_mode):04o}, others may "
+                f"read or change it; it cannot be trusted (if only you ever had "
+                f"access: chmod 600 {path})")
     if st.st_size != KEY_BYTES:
-        raise SigningKeyError(f"key: {path}: is {st.st_size} bytes, not {KEY_BYTES} (damaged)")
+        return f"key: {path}: is {st.st_size} bytes, not {KEY_BYTES} (damaged)"
+    return None
 
 
 def _read(path):
-    """The key at ``path``, checked; None if there is none."""
+    """The key at ``path``, checked on its descriptor (store.open_checked:
+    O_NOFOLLOW|O_NONBLOCK, a regular file of the user's); None if there is none."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        fd, _ = store.open_checked(path, label=f"key: {path}",
+                                   trust=lambda label, st: _problem(path, st))
     except FileNotFoundError:
         return None
-    except OSError as exc:
-        if exc.errno == errno.ELOOP:
-            raise SigningKeyError(f"key: {path}: is a symbolic link; it cannot be trusted") from None
-        raise SigningKeyError(f"key: {path}: cannot be read ({str(exc.strerror or exc).lower()})") from None
+    except store.StoreError as exc:
+        raise SigningKeyError(str(exc)) from None
     try:
-        _check(path, os.fstat(fd))
         data = os.read(fd, KEY_BYTES + 1)
     finally:
         os.close(fd)
@@ -81,28 +86,37 @@ def _read(path):
     return data
 
 
+def _store_home(home):
+    """The store the key lives in: ``home`` as given (tests), else the run's
+    store, once trusted (SigningKeyError when it is refused: no key of a store
+    others can change)."""
+    if home is not None:
+        return home
+    try:
+        return store.require(create=False)
+    except store.StoreError as exc:
+        raise SigningKeyError(f"store: {exc}") from None
+
+
 def load_key(home=None):
     """The user's key, or None if it was never made (then nothing was signed)."""
-    return _read(key_path(home))
+    if home is None and store.problem() is None and store.trusted_home() is None:
+        return None          # no store yet: no key
+    return _read(key_path(_store_home(home)))
 
 
 def make_private_dir(path):
-    """Make ``path`` and any missing parents; each new directory is 0700 whatever
-    the umask (an existing one is left as it is)."""
-    if os.path.isdir(path):
-        return
-    parent = os.path.dirname(path.rstrip("/"))
-    if parent and parent != path:
-        make_private_dir(parent)
-    try:
-        os.mkdir(path, 0o700)
-        os.chmod(path, 0o700)
-    except FileExistsError:
-        pass
+    """store.make_private_dir: mkdir -p, each new level 0700 whatever the umask."""
+    store.make_private_dir(path)
 
 
 def load_or_create_key(home=None):
     """The user's key, made now if this is the first use."""
+    if home is None:
+        try:
+            home = store.require(create=True)
+        except store.StoreError as exc:
+            raise SigningKeyError(f"store: {exc}") from None
     path = key_path(home)
     key = _read(path)
     if key is not None:
@@ -134,9 +148,31 @@ def load_or_create_key(home=None):
 
 def sign(key, message):
     """HMAC-SHA256 of DOMAIN + message, as 64 lower-case hex digits."""
+    import hashlib
+    import hmac
     return hmac.new(key, DOMAIN + bytes(message), hashlib.sha256).hexdigest()
 
 
 def verify(key, message, mac):
     """Whether ``mac`` is ``sign(key, message)`` (compared in constant time)."""
-    return isinstance(mac, str) and hmac.compare_digest(sign(key, message), mac)
+    return isinstance(mac, str) and mac.isascii() and compare_digest(sign(key, message), mac)
+
+
+_BLOCK = 64                                      # SHA-256's block size (RFC 2104)
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
+
+
+def code_mac(key, data):
+    """HMAC-SHA256 (32 raw bytes) of CODE_DOMAIN + data: a cache entry's seal.
+    RFC 2104 over the interpreter's built-in sha256, which costs nothing to
+    import (hmac/hashlib load OpenSSL: ~4 ms at every start)."""
+    if len(key) > _BLOCK:
+        key = _sha256(key).digest()
+    key = key.ljust(_BLOCK, b"\0")
+    inner = _sha256(key.translate(_IPAD))
+    inner.update(CODE_DOMAIN)
+    inner.update(data)
+    outer = _sha256(key.translate(_OPAD))
+    outer.update(inner.digest())
+    return outer.digest()

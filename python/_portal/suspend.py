@@ -5,7 +5,7 @@ import sys
 import time
 import traceback
 
-from _portal import capture, jobs
+from _portal import capture, jobs, store
 from _portal.state import LoopInfo, ProcessState, ProgramState
 
 SUSPENDED_EXIT = 75  # EX_TEMPFAIL: try again later (on a larger machine)
@@ -34,6 +34,18 @@ def _taken_by_user_handler(loop_frame, exc):
 
 def _decline(runtime, exc, reason):
     runtime.declined.setdefault(id(exc), []).append(reason)
+
+
+def _store_refusal(runtime):
+    """Why this run cannot write to the job store (then nothing is written: no
+    job, no key, no checkpoint), or None."""
+    problem = store.problem()
+    if problem is not None:
+        return f"the job store cannot be trusted: {problem}"
+    if not runtime.job_dir and store.supervised():
+        return (f"portal-run could not make this run a job in the store {store.home()} "
+                f"(its message above says why), so it cannot be suspended")
+    return None
 
 
 # ---- 3. free ------------------------------------------------------------------------------
@@ -205,6 +217,9 @@ def rescue(runtime, loop_frame, loop_line, exc):
 def _rescue(runtime, loop_frame, loop_line, exc):
     if id(exc) in runtime.capture_failed:
         return  # its checkpoint failed twice: the job ends (outer loops do not retry)
+    refused = _store_refusal(runtime)
+    if refused:
+        return _decline(runtime, exc, refused)
     if threading_main() is False:
         return _decline(runtime, exc, "raised in a thread other than the main thread")
     if not capture.raised_in_body(loop_frame, loop_line, exc):
@@ -246,10 +261,14 @@ def _rescue(runtime, loop_frame, loop_line, exc):
                          fake_oom=runtime.fake_oom.counts if runtime.fake_oom else None)
     del frames
     created = not runtime.job_dir
-    job = jobs.Job(runtime.job_dir) if runtime.job_dir else jobs.Job.create(runtime.main_filename)
+    try:
+        job = jobs.Job(runtime.job_dir) if runtime.job_dir else jobs.Job.create(runtime.main_filename)
+    except (store.StoreError, OSError) as error:
+        return _decline(runtime, exc, f"no job could be made in the job store: {_message(error)}")
     runtime.job_dir = job.dir
     manifest_fields = {
         "job": job.id,
+        "job_id": job.id,        # signed: the checkpoint is bound to this job
         "script": runtime.main_filename,
         "argv": list(sys.argv),
         "error": {"type": type(exc).__qualname__, "message": str(exc), "text": error_text,
@@ -306,15 +325,30 @@ def _rescue(runtime, loop_frame, loop_line, exc):
 
     now = time.time()
     expires = now + jobs.EXPIRY_SECONDS
+    _record_suspension(job, runtime, now, expires, error_text, error_at, loop, info)
+    cut = _names_of(autograd.CUT, _error_roots(state))
+    del autograd.CUT[:]
+    _report_and_exit(job, error_text, error_at, loop, info.total_bytes, expires, cut)
+
+
+def _record_suspension(job, runtime, now, expires, error_text, error_at, loop, info):
+    """The record says suspended.  The checkpoint is committed already and is the
+    truth (`portal` shows a job whose sound checkpoint disagrees with its record
+    as suspended): a record that cannot be updated is said, not fatal."""
+    try:
+        _update_suspended(job, runtime, now, expires, error_text, error_at, loop, info)
+    except (store.PortalError, OSError) as error:
+        _say("job", f"{job.id}: its record could not be updated ({_message(error)}); "
+                    f"the checkpoint is committed: portal resume {job.id}")
+
+
+def _update_suspended(job, runtime, now, expires, error_text, error_at, loop, info):
     job.update_record(state="suspended", script=runtime.main_filename, argv=list(sys.argv), cwd=os.getcwd(),
                       suspended_at=jobs.utc_iso(now), expires_at=jobs.utc_iso(expires),
                       checkpoint_bytes=info.total_bytes, error=error_text,
                       error_at=f"{error_at.filename}:{error_at.lineno}" if error_at else None,
                       loop=f"{loop.filename}:{loop.line}", iteration=loop.iteration,
                       suggested_mem_gib=_suggested_mem_gib())   # what the report and `portal show` suggest
-    cut = _names_of(autograd.CUT, _error_roots(state))
-    del autograd.CUT[:]
-    _report_and_exit(job, error_text, error_at, loop, info.total_bytes, expires, cut)
 
 
 def _names_of(objects, roots):

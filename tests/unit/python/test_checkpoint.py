@@ -218,7 +218,8 @@ def test_refuses_damaged_files_before_unpickling(program, damage):
     else:
         with open(os.path.join(gen, "manifest.json"), "r+") as f:
             f.truncate(40)
-        expected = "checkpoint: manifest.json: corrupted (not valid json"
+        # the signature is checked over the raw bytes, before any parsing
+        expected = "checkpoint: manifest.json: carries no signature (hmac)"
     sys.modules["umod"] = sentinel = types.ModuleType("umod")
     with pytest.raises(CheckpointError) as e:
         read_checkpoint(info.path, Recompiler(compile_fn), main_module=types.ModuleType("m"))
@@ -701,3 +702,103 @@ def test_crash_at_each_commit_step(tmp_path, point, survivor):
                      registry=CodeRegistry(), modules={})
     names = os.listdir(parent)
     assert len(names) == 2 and "job" in names and os.readlink(parent / "job") in names
+
+
+# --- issue 10: the reader validates everything, and binds a checkpoint to its job ----
+
+def _resign(info, change):
+    """Apply ``change`` to the manifest and sign it again with the user's key (a
+    user's own damaged manifest: the signature is valid, the content is not)."""
+    path = os.path.join(_gen(info), "manifest.json")
+    manifest = json.load(open(path))
+    change(manifest)
+    with open(path, "w") as f:
+        f.write(checkpoint.signed_manifest_text(manifest, signing.load_key()))
+
+
+def test_a_checkpoint_is_bound_to_its_job(program):
+    info = write(program, {"a": np.arange(1000)}, fields={"job_id": "train-aaaaaa"})
+    manifest, state = read_checkpoint(info.path, Recompiler(compile_fn), job_id="train-aaaaaa",
+                                      main_module=types.ModuleType("m"))
+    assert manifest["job_id"] == "train-aaaaaa" and state["a"].sum() == 499500
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.read_manifest(info.path, job_id="train-bbbbbb")
+    assert str(e.value) == ("checkpoint: it belongs to job train-aaaaaa, not train-bbbbbb "
+                            "(replayed or moved)")
+    unbound = write(program, {"a": 1}, name="other")
+    with pytest.raises(CheckpointError) as e:
+        checkpoint.read_manifest(unbound.path, job_id="train-bbbbbb")
+    assert "it names no job" in str(e.value)
+
+
+@pytest.mark.parametrize("change, says", [
+    (lambda m: m["files"].update({"../../key": {"size": 32, "sha256": "0" * 64}}),
+     "names a file '../../key', which is not one of a checkpoint's"),
+    (lambda m: m["files"].update({"/etc/passwd": {"size": 1, "sha256": "0" * 64}}),
+     "names a file '/etc/passwd'"),
+    (lambda m: m["buffers"][0].__setitem__(1, 8), "not 4096-aligned"),
+    (lambda m: m["buffers"].append(list(m["buffers"][0])), "the buffer table is damaged"),
+    (lambda m: m["buffers"].reverse(), "not where the writer puts it"),
+    (lambda m: m["buffers"][0].__setitem__(0, "state.pickle"), "not a recorded pack file"),
+    (lambda m: m["files"]["state.pickle"].__setitem__("size", True), "bad entry for 'state.pickle'"),
+    (lambda m: m.__setitem__("runtime", {"main_filename": 5}), "bad runtime context"),
+], ids=["dotdot", "absolute", "misaligned", "duplicate", "reordered", "in-state", "bool-size",
+        "runtime"])
+def test_a_re_signed_damaged_manifest_is_refused(program, change, says):
+    info = write(program, {"a": np.arange(1000), "b": np.ones(3000)})
+    _resign(info, change)
+    with pytest.raises(CheckpointError) as e:
+        read(info.path)
+    assert str(e.value).startswith("checkpoint: manifest.json: ") and says in str(e.value)
+
+
+def test_a_fifo_manifest_is_refused_without_waiting(program):
+    info = write(program, {"a": 1})
+    path = os.path.join(_gen(info), "manifest.json")
+    os.unlink(path)
+    os.mkfifo(path, 0o600)
+    start = time.monotonic()
+    with pytest.raises(CheckpointError) as e:
+        read(info.path)
+    assert time.monotonic() - start < 5
+    assert str(e.value) == ("checkpoint: manifest.json: is not a regular file (a fifo); "
+                            "it is not trusted")
+
+
+def test_the_signature_is_checked_before_the_text_is_parsed(program, monkeypatch):
+    info = write(program, {"a": 1})
+    path = os.path.join(_gen(info), "manifest.json")
+    with open(path, "a") as f:
+        f.write(" ")
+    parsed = []
+    monkeypatch.setattr(checkpoint, "parse_manifest", lambda raw: parsed.append(raw))
+    with pytest.raises(CheckpointError) as e:
+        read(info.path)
+    assert "signature" in str(e.value) and parsed == []
+
+
+# --- restore.start: every failure before the program continues is a ResumeError -----
+
+def test_a_resume_failure_is_one_resume_error_never_a_traceback(program, monkeypatch):
+    from _portal import restore
+    job_dir = program.dir / "jobs" / "train-abcdef"
+    info = write(program, {"a": 1}, name="checkpoint", parent=job_dir,
+                 fields={"job_id": "train-abcdef",
+                         "runtime": {"main_filename": str(program.dir / "src" / "umod.py"),
+                                     "cwd": str(program.dir), "environ": {}, "user_code": [],
+                                     "policy": {}}})
+    assert info.path == str(job_dir / "checkpoint")
+    monkeypatch.chdir(program.dir)
+
+    def broken_runtime(*args, **kwargs):
+        raise KeyError("boom")
+    with pytest.raises(restore.ResumeError) as e:
+        restore.start(str(job_dir), broken_runtime)
+    assert str(e.value).startswith("it failed before the program continued (KeyError: 'boom' at ")
+    # another job's directory: refused as a replay, before any runtime is made
+    other = program.dir / "jobs" / "train-000000"
+    other.mkdir(mode=0o700)
+    os.symlink(os.path.realpath(info.path), other / "checkpoint")
+    with pytest.raises(restore.ResumeError) as e:
+        restore.start(str(other), broken_runtime)
+    assert "checkpoint: " in str(e.value)

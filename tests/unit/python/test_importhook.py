@@ -4,6 +4,8 @@ the hook; the instrumented code is cached apart from python's own .pyc.
 
 Each case runs in a fresh /usr/bin/python3 so that sys.modules, sys.meta_path and
 the bytecode-writing settings are clean."""
+import hashlib
+import hmac
 import json
 import marshal
 import os
@@ -280,21 +282,37 @@ def _load_pyc_names(path):
     return names
 
 
+def cache_dir(proj):
+    return proj.parent / "portal-home" / "cache" / "instrumented"
+
+
+def entries(proj):
+    d = cache_dir(proj)
+    return sorted(p.name for p in d.iterdir()) if d.is_dir() else []
+
+
+def entry(proj, stem):
+    found = [n for n in entries(proj) if n.startswith(stem + "-")]
+    assert len(found) == 1, entries(proj)
+    return cache_dir(proj) / found[0]
+
+
 def test_normal_pyc_never_written_or_used(proj):
     first = run(proj, "hook")
     assert first["instrumented"]["app"]
     names = listing(proj)
-    # no python .pyc for the user's modules, only ours; libmod (not user code) is
-    # compiled by python itself as usual
+    # no python .pyc for the user's modules, and none of ours beside the sources
+    # (a directory others may write into); libmod (not user code) is compiled by
+    # python itself as usual
+    assert not any("portal" in n for n in names), names
     assert "__pycache__/app.cpython-311.pyc" not in names
-    assert "__pycache__/app.cpython-311.portal-1.pyc" in names
-    assert "pkg/__pycache__/__init__.cpython-311.portal-1.pyc" in names
-    assert "pkg/__pycache__/sub.cpython-311.portal-1.pyc" in names
-    assert "nspkg/__pycache__/part.cpython-311.portal-1.pyc" in names
     assert "sp/site-packages/__pycache__/libmod.cpython-311.pyc" in names
-    assert not any(n.startswith("sp/") and "portal" in n for n in names)
-    ours = proj / "__pycache__" / "app.cpython-311.portal-1.pyc"
+    # ours live in the store, private
+    assert len(entries(proj)) == 4 and all(".portal-1.pyc" in n for n in entries(proj))
+    assert os.stat(cache_dir(proj)).st_mode & 0o777 == 0o700
+    ours = entry(proj, "app")
     assert ours.read_bytes()[:4] != MAGIC_NUMBER        # python would reject it
+    assert os.stat(ours).st_mode & 0o777 == 0o600
     # a plain python then writes and uses its own, uninstrumented
     plain = run(proj, "plain")
     assert not plain["instrumented"]["app"]
@@ -349,30 +367,89 @@ def test_cache_key_includes_fake_oom_specs(proj):
     assert out["compiled"] == ["app.py"] and not out["fake_in_code"]["app"]
 
 
-def test_dont_write_bytecode(proj):
-    out = run(proj, "hook", write_bytecode=False)
+@pytest.mark.parametrize("write_bytecode", [True, False])
+def test_the_cache_is_the_same_with_and_without_dont_write_bytecode(proj, write_bytecode):
+    out = run(proj, "hook", write_bytecode=write_bytecode)
     assert out["instrumented"]["app"]
-    # -B: nothing is written into the program's tree, as python writes nothing there;
-    # Portal's cache lives in its own directory, so the next start compiles nothing.
-    assert listing(proj) == []
-    ours = sorted(p.name for p in (proj.parent / "portal-home" / "cache" / "instrumented").iterdir())
-    assert len(ours) == 4 and all(".portal-1.pyc" in n for n in ours), ours
-    assert run(proj, "hook", write_bytecode=False)["compiled"] == []
-    assert listing(proj) == []
+    assert not any("portal" in n for n in listing(proj))
+    assert len(entries(proj)) == 4
+    assert run(proj, "hook", write_bytecode=not write_bytecode)["compiled"] == []
 
 
-def test_dont_write_bytecode_reads_a_cache_written_before(proj):
-    # with -B a cache written before beside the sources is still read (like python's .pyc)
+def test_an_entry_is_sealed_with_the_users_key(proj):
     run(proj, "hook")
-    assert run(proj, "hook", write_bytecode=False)["compiled"] == []
+    key = (proj.parent / "portal-home" / "key").read_bytes()
+    data = entry(proj, "app").read_bytes()
+    body, mac = data[:-32], data[-32:]
+    assert hmac.new(key, b"portal-instrumented-code\n" + body, hashlib.sha256).digest() == mac
+
+
+def _evil_entry(proj, good, marker, key):
+    """``good``'s header with code that creates ``marker``, sealed with ``key``."""
+    header = good[:_header_len(good)]
+    code = compile(f"open({str(marker)!r}, 'w').close()\ndef f(n): return -1\n", "app", "exec")
+    body = header + marshal.dumps(code)
+    return body + hmac.new(key, b"portal-instrumented-code\n" + body, hashlib.sha256).digest()
+
+
+def _header_len(data):
+    from _portal.importhook import _MAGIC
+    fixed = len(_MAGIC) + 4 + 4 + 8 + 8
+    n = int.from_bytes(data[fixed:fixed + 4], "little")
+    return fixed + 4 + n
+
+
+@pytest.mark.parametrize("how", ["unsealed", "another-key", "truncated-mac", "symlink", "fifo",
+                                 "group-writable"])
+def test_a_planted_or_bad_entry_is_never_run(proj, tmp_path, how):
+    run(proj, "hook")
+    path = entry(proj, "app")
+    good = path.read_bytes()
+    marker = tmp_path / "planted-code-ran"
+    key = (proj.parent / "portal-home" / "key").read_bytes()
+    evil = _evil_entry(proj, good, marker, os.urandom(32) if how == "another-key" else key)
+    path.unlink()
+    if how == "unsealed":
+        path.write_bytes(evil[:-32])
+    elif how == "another-key":
+        path.write_bytes(evil)
+    elif how == "truncated-mac":
+        path.write_bytes(evil[:-1])
+    elif how == "symlink":                 # a sealed entry, but reached through a link
+        elsewhere = tmp_path / "elsewhere.pyc"
+        elsewhere.write_bytes(evil)
+        os.symlink(elsewhere, path)
+    elif how == "fifo":
+        os.mkfifo(path, 0o600)
+    else:                                  # sealed, but others may change it
+        path.write_bytes(evil)
+        os.chmod(path, 0o620)
+    out = run(proj, "hook")
+    assert not marker.exists()
+    assert out["compiled"] == ["app.py"] and out["f"] == 6 and out["instrumented"]["app"]
+
+
+def test_no_cache_without_a_trusted_store(proj):
+    home = proj.parent / "portal-home"
+    home.mkdir(mode=0o700)
+    os.chmod(home, 0o777)                    # others may write into it: refused
+    try:
+        out = run(proj, "hook")
+        assert out["instrumented"]["app"] and out["f"] == 6
+        assert os.listdir(home) == []        # nothing written: no cache, no key
+        assert sorted(run(proj, "hook")["compiled"]) == ["app.py", "nspkg/part.py",
+                                                         "pkg/__init__.py", "pkg/sub.py"]
+    finally:
+        os.chmod(home, 0o700)
 
 
 def test_unwritable_cache_dir_is_skipped_silently(proj):
-    (proj / "__pycache__").write_text("not a directory")
+    (proj.parent / "portal-home" / "cache").mkdir(parents=True, mode=0o700)
+    cache_dir(proj).write_text("not a directory")
     out = run(proj, "hook")
     assert out["instrumented"]["app"]
     assert run(proj, "hook")["compiled"].count("app.py") == 1
-    assert (proj / "__pycache__").read_text() == "not a directory"
+    assert cache_dir(proj).read_text() == "not a directory"
 
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes anywhere")
@@ -387,7 +464,7 @@ def test_read_only_dir_is_skipped_silently(proj):
 
 def test_corrupt_cache_is_recompiled(proj):
     run(proj, "hook")
-    ours = proj / "__pycache__" / "app.cpython-311.portal-1.pyc"
+    ours = entry(proj, "app")
     data = ours.read_bytes()
     ours.write_bytes(data[:len(data) // 2])
     out = run(proj, "hook")
@@ -396,17 +473,17 @@ def test_corrupt_cache_is_recompiled(proj):
     ours.write_bytes(b"garbage")
     assert run(proj, "hook")["compiled"] == ["app.py"]
     # no temporary files left behind
-    assert not [p for p in (proj / "__pycache__").iterdir() if p.suffix == ".tmp"]
+    assert not [n for n in entries(proj) if ".tmp" in n]
 
 
-def test_pycache_prefix_is_honoured(proj, tmp_path):
+def test_pycache_prefix_gets_nothing_of_ours(proj, tmp_path):
     prefix = tmp_path / "prefix"
     out = run(proj, "hook", flags=["-X", f"pycache_prefix={prefix}"])
     assert out["instrumented"]["app"]
     assert listing(proj) == []
     found = [p.name for p in prefix.rglob("*.pyc")]
-    assert "app.cpython-311.portal-1.pyc" in found
-    assert "app.cpython-311.pyc" not in found
+    assert not any("portal" in n for n in found) and "app.cpython-311.pyc" not in found
+    assert len(entries(proj)) == 4
 
 
 # --- compile_main ---------------------------------------------------------------------------
@@ -416,7 +493,7 @@ def test_compile_main_uses_the_cache_and_its_own_filename(proj):
     out = run(proj, "hook", main=[dotted, str(proj / "main.py")])
     assert out["main"] == [[dotted, True], [str(proj / "main.py"), True]]
     assert [c for c in out["compiled"] if c.endswith("main.py")] == ["./main.py"]
-    assert (proj / "__pycache__" / "main.cpython-311.portal-1.pyc").exists()
+    assert entry(proj, "main").exists()
     assert not (proj / "__pycache__" / "main.cpython-311.pyc").exists()
 
 

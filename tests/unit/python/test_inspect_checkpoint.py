@@ -169,7 +169,11 @@ def test_a_corrupt_manifest(ck):
     os.truncate(path, 50)
     r = inspect(ck.path)
     assert not r["sound"]
-    assert r["problems"][0].startswith("checkpoint: manifest.json: corrupted (not valid json")
+    # the signature is checked over the raw bytes first; the text is then parsed
+    # (with bounds) only to report what it says
+    assert r["signature"] == "missing"
+    assert r["problems"][0].startswith("checkpoint: manifest.json: carries no signature")
+    assert r["problems"][1].startswith("checkpoint: manifest.json: corrupted (not valid json")
 
 
 def test_runs_as_a_module_without_unpickling(ck):

@@ -44,11 +44,25 @@ def test_made_on_first_use_private_whatever_the_umask(home, umask_000):
     assert other != key and len(other) == 32
 
 
-def test_an_existing_home_keeps_its_mode(home):
+def test_an_existing_home_is_made_private_as_portal_run_makes_it(home):
+    # (the same rule as the supervisor's, docs/security.md "The store": a store of
+    # yours that others may enter is made 0700 when Portal first writes to it)
     home.mkdir(parents=True, mode=0o755)
     os.chmod(home, 0o755)
     signing.load_or_create_key()
-    assert os.stat(home).st_mode & 0o777 == 0o755
+    assert os.stat(home).st_mode & 0o777 == 0o700
+
+
+def test_no_key_in_a_store_others_can_write(home):
+    home.mkdir(parents=True, mode=0o700)
+    os.chmod(home, 0o777)
+    with pytest.raises(SigningKeyError) as e:
+        signing.load_or_create_key()
+    assert str(e.value).startswith(f"store: {home}: writable by group or others (mode 0777); "
+                                   f"it cannot be trusted (chmod 700 {home})")
+    with pytest.raises(SigningKeyError):
+        signing.load_key()
+    assert os.listdir(home) == []            # no key made there
 
 
 RACER = r"""
@@ -120,6 +134,13 @@ def test_a_key_owned_by_someone_else_is_refused(home, monkeypatch):
     if me == 0:                                  # and really give it away where we can
         os.chown(home / "key", 65534, 65534)
         _refused("is owned by uid 65534, not by you (uid 0)")
+
+
+@pytest.mark.parametrize("key", [bytes(range(32)), b"k" * 64, b"long" * 40, b""])
+def test_the_cache_seal_is_hmac_sha256_over_its_own_domain(key):
+    data = os.urandom(5000)
+    assert signing.code_mac(key, data) == hmac.new(key, b"portal-instrumented-code\n" + data,
+                                                   hashlib.sha256).digest()
 
 
 def test_hmac_is_over_the_domain_and_the_message():
