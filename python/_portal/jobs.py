@@ -15,8 +15,7 @@ import os
 import secrets
 import time
 
-EXPIRY_SECONDS = 3 * 24 * 3600
-RECORD_VERSION = 1   # as kRecordVersion in include/portal/job_store.hpp
+from _portal.job_contract import EXPIRY_SECONDS, RECORD_VERSION  # contract/job_record.json, generated
 
 
 def portal_home(environ=os.environ):

@@ -18,6 +18,7 @@
 #include "portal/resume.hpp"
 #include "portal/rm.hpp"
 #include "portal/show.hpp"
+#include "portal/store_trust.hpp"
 #include "portal/version.hpp"
 
 namespace {
@@ -26,7 +27,7 @@ constexpr const char* kJobHelp = "The job id (a unique prefix is enough; see por
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run_portal(int argc, char** argv) {
     const std::vector<std::string> args(argv + 1, argv + argc);
     // `portal run ...` hands everything after `run` to portal-run untouched, so the
     // program's own options (--help included) never reach this parser.
@@ -131,6 +132,13 @@ int main(int argc, char** argv) {
         return portal::kCliUsage;
     }
 
+    // The store is the user's own, or no command reads it (store_trust.hpp).
+    try {
+        portal::trust_store(portal::portal_home(), portal::StoreUse::Read);
+    } catch (const portal::JobError& e) {
+        portal::log::say("store", portal::printable(e.what()));
+        return portal::kCliRefused;
+    }
     if (!gc_cmd->parsed()) {
         portal::expire_opportunistically();  // gc expires jobs itself, and says so
     }
@@ -142,4 +150,22 @@ int main(int argc, char** argv) {
     if (gc_cmd->parsed()) return portal::portal_gc(gc);
     if (inspect_cmd->parsed()) return portal::portal_inspect(inspect);
     return 0;
+}
+
+// One top-level catch: whatever escapes a command (a bug, memory) is one
+// `portal: <subject>: <problem>` line and exit status 1, never an abort.
+int main(int argc, char** argv) {
+    try {
+        return run_portal(argc, argv);
+    } catch (const portal::StoreUntrusted& e) {
+        portal::log::say("store", portal::printable(e.what()));
+    } catch (const portal::JobError& e) {
+        portal::log::say("job", portal::printable(e.what()));
+    } catch (const std::exception& e) {
+        portal::log::say("internal error", portal::printable(e.what()) +
+                                               " (this is a bug in Portal: please report it with the command)");
+    } catch (...) {
+        portal::log::say("internal error", "unknown exception (this is a bug in Portal: please report it)");
+    }
+    return portal::kCliRefused;
 }
