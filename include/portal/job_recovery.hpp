@@ -42,7 +42,9 @@ bool is_recovered(const nlohmann::json& record);
 bool is_leftover(const std::string& name);
 
 // Under the job's lock, taken without waiting (nothing done when it is held):
-// removes the leftovers and records a recovered checkpoint.  Never throws for a
+// removes record temps, and checkpoint leftovers of a resumable job (those of an
+// ended job are `portal gc`'s to clean and report), and records a recovered
+// checkpoint.  Never throws for a
 // damaged job (that is for `portal show` to report).  True if it changed anything.
 bool repair_job(const Job& job);
 

@@ -108,24 +108,32 @@ bool is_leftover(const std::string& name) {
 
 bool repair_job(const Job& job) {
     try {
+        const nlohmann::json before = job.read_record();
+        const auto recovery = recovered_checkpoint(job, before, effective_state(before, false));
+        // A resumable job's directory holds only what a resume reads; an ended
+        // job's checkpoint files, leftovers included, are `portal gc`'s to clean
+        // and report.
+        const bool resumable = recovery || before.value("state", "") == "suspended" ||
+                               before.value("state", "") == "running";
+        const auto is_ours_to_remove = [&](const std::string& name) {
+            return is_record_temp(name) || (resumable && is_leftover(name));
+        };
         bool leftovers = false;
         std::error_code ec;
         for (const auto& entry : fs::directory_iterator(job.dir, ec)) {
-            leftovers = leftovers || is_leftover(entry.path().filename().string());
+            leftovers = leftovers || is_ours_to_remove(entry.path().filename().string());
         }
-        const nlohmann::json before = job.read_record();
-        const bool maybe_recovered = recovered_checkpoint(job, before, effective_state(before, false)).has_value();
-        if (!leftovers && !maybe_recovered) return false;
+        if (!leftovers && !recovery) return false;
         // Nobody runs it (a held lock is a running writer: its files are not leftovers).
         JobLock lock = JobLock::acquire(job, "portal (repairing the job)");
         const CheckedDir dir = open_private_dir(job.dir);
         for (const auto& entry : fs::directory_iterator(job.dir, ec)) {
-            if (is_leftover(entry.path().filename().string())) fs::remove_all(entry.path(), ec);
+            if (is_ours_to_remove(entry.path().filename().string())) fs::remove_all(entry.path(), ec);
         }
         bool changed = leftovers;
         job.modify_record([&](nlohmann::json& r) {
-            if (const auto recovery = recovered_checkpoint(job, r, effective_state(r, false))) {
-                apply_recovery(r, *recovery);
+            if (const auto again = recovered_checkpoint(job, r, effective_state(r, false))) {
+                apply_recovery(r, *again);
                 changed = true;
             }
         });
