@@ -19,16 +19,21 @@ namespace {
 
 // "owned by uid 1001" from "<dir>/job.lock: owned by uid 1001; it cannot be trusted (...)",
 // "field 'state' is null, ..." from "job X: <dir>/job.json: field 'state' is null, ...".
-std::string short_reason(const std::string& what, const Job& job) {
+// A refusal keeps the file's name ("job.lock: a symlink"); a damaged record's
+// reason is about job.json already.
+std::string short_reason(const std::string& what, const Job& job, bool refused) {
     std::string text = what;
     const std::string job_prefix = "job " + job.id + ": ";
     if (text.rfind(job_prefix, 0) == 0) text = text.substr(job_prefix.size());
-    for (const std::string& prefix : {job.record_path().string() + ": ", job.dir.string() + "/",
-                                      job.dir.string() + ": "}) {
+    const std::string record_prefix = refused ? "\x01" : job.record_path().string() + ": ";
+    for (const std::string& prefix : {record_prefix, job.dir.string() + "/", job.dir.string() + ": "}) {
         if (text.rfind(prefix, 0) == 0) text = text.substr(prefix.size());
     }
     const auto cut = text.find("; it cannot be trusted");
-    return cut == std::string::npos ? text : text.substr(0, cut);
+    if (cut != std::string::npos) text = text.substr(0, cut);
+    // One table cell: the whole message is for `portal show`.
+    constexpr std::size_t kReasonMax = 100;
+    return text.size() > kReasonMax ? text.substr(0, kReasonMax) + "..." : text;
 }
 
 }  // namespace
@@ -41,11 +46,11 @@ JobView view_job(const Job& job) {
     } catch (const StoreUntrusted& e) {
         view.state = "refused";
         view.problem = "job " + job.id + ": " + e.what();
-        view.reason = short_reason(e.what(), job);
+        view.reason = short_reason(e.what(), job, true);
         return view;
     } catch (const std::exception& e) {
         view.problem = "job " + job.id + ": " + e.what();
-        view.reason = short_reason(e.what(), job);
+        view.reason = short_reason(e.what(), job, false);
         return view;
     }
     try {
@@ -54,12 +59,12 @@ JobView view_job(const Job& job) {
     } catch (const StoreUntrusted& e) {
         view.state = "refused";
         view.problem = "job " + job.id + ": " + e.what();
-        view.reason = short_reason(e.what(), job);
+        view.reason = short_reason(e.what(), job, true);
         return view;
     } catch (const std::exception& e) {
         view.record = nlohmann::json::object();
         view.problem = e.what();
-        view.reason = short_reason(e.what(), job);
+        view.reason = short_reason(e.what(), job, false);
         return view;
     }
     if (is_recovered(view.record)) {

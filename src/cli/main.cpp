@@ -1,6 +1,7 @@
 // portal: the command-line interface over jobs.  `portal run` is portal-run.
 // Every command but run first expires the suspended jobs whose checkpoint is
 // past its 3 days (expiry.hpp), so that the store is cleaned without `portal gc`.
+#include <cstdlib>
 #include <iostream>
 #include <regex>
 #include <string>
@@ -29,6 +30,11 @@ constexpr const char* kJobHelp = "The job id (a unique prefix is enough; see por
 
 int run_portal(int argc, char** argv) {
     const std::vector<std::string> args(argv + 1, argv + argc);
+    // PORTAL_HOME absolute from here on, for this process and what it runs (the
+    // interpreter of `portal resume`/`portal run`), whatever they chdir() to.
+    if (const char* env = std::getenv("PORTAL_HOME"); env && *env) {
+        setenv("PORTAL_HOME", portal::portal_home().c_str(), 1);
+    }
     // `portal run ...` hands everything after `run` to portal-run untouched, so the
     // program's own options (--help included) never reach this parser.
     if (!args.empty() && args.front() == "run") {

@@ -89,8 +89,11 @@ int portal_resume(const ResumeRequest& request) {
     JobView view;
     try {
         job = find_job(portal_home(), request.job);
-        expire_if_due(job, std::time(nullptr));
         view = view_job(job);  // refused (not ours), unreadable, or recovered from its checkpoint
+        if (view.problem.empty()) {
+            expire_if_due(job, std::time(nullptr));
+            view = view_job(job);
+        }
     } catch (const JobError& e) {
         log::say("resume", printable(e.what()));
         return kRefused;

@@ -53,7 +53,10 @@ std::optional<Recovery> recovered_checkpoint(const Job& job, const nlohmann::jso
         const nlohmann::json manifest =
             parse_manifest(read_store_file(dir.path() / "manifest.json", contract::kManifestMaxBytes));
         if (!manifest.is_object()) return std::nullopt;
-        const auto id = manifest.find("job_id");
+        // "job_id" (signed, bound by the resume); "job", the caller field older
+        // manifests carry, names the job the same way.
+        auto id = manifest.find("job_id");
+        if (id == manifest.end()) id = manifest.find("job");
         const auto created = manifest.find("created");
         if (id == manifest.end() || !id->is_string() || *id != job.id) return std::nullopt;
         if (created == manifest.end() || !created->is_string()) return std::nullopt;

@@ -102,6 +102,7 @@ nlohmann::json parse_record(const std::string& text) {
     } catch (const nlohmann::json::exception& e) {
         std::string why = e.what();
         if (why.find("UTF-8") != std::string::npos) throw JobError("not UTF-8 text");
+        if (why.find("number overflow") != std::string::npos) throw JobError("not valid json (a number too large)");
         throw JobError("not valid json (" + why.substr(why.find(']') == std::string::npos ? 0 : why.find(']') + 2) + ")");
     }
     if (!record.is_object()) {
@@ -137,6 +138,7 @@ nlohmann::json parse_record(const std::string& text) {
 }
 
 nlohmann::json Job::read_record() const {
+    open_private_dir(dir);  // the job's directory first: another user's is refused unread
     try {
         return parse_record(read_store_file(record_path(), kRecordMaxBytes));
     } catch (const StoreUntrusted&) {

@@ -174,9 +174,6 @@ CheckedDir trust_store(const fs::path& given, StoreUse use) {
         missing.insert(missing.begin(), existing);
         existing = existing.parent_path();
     }
-    if (!missing.empty() && use == StoreUse::Read) {
-        return CheckedDir(home, -1);  // nothing stored yet: an empty store, created by the first run
-    }
     // The parents, resolved once (a /home -> /usr/home link is fine when every
     // directory it leads to passes), then the store's own levels without following.
     const fs::path top = missing.empty() ? home.parent_path() : existing;
@@ -185,6 +182,9 @@ CheckedDir trust_store(const fs::path& given, StoreUse use) {
         throw JobError("cannot resolve " + top.string() + ": " + std::strerror(errno));
     }
     const bool shared = check_parents(home, real);
+    if (!missing.empty() && use == StoreUse::Read) {
+        return CheckedDir(home, -1);  // nothing stored yet: an empty store, created by the first run
+    }
     int parent_fd = open(real, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (parent_fd < 0) throw JobError("cannot open " + std::string(real) + ": " + std::strerror(errno));
     if (missing.empty()) missing.push_back(home);
