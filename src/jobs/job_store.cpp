@@ -75,8 +75,10 @@ fs::path portal_home() {
     std::error_code ec;
     if (const char* env = std::getenv("PORTAL_HOME"); env && *env) {
         // Absolute now: a program that chdir()s must not move the store.
-        const fs::path abs = fs::absolute(env, ec);
-        return ec ? fs::path(env) : abs.lexically_normal();
+        fs::path abs = fs::absolute(env, ec).lexically_normal();
+        if (ec) return env;
+        if (abs.has_relative_path() && abs.filename().empty()) abs = abs.parent_path();  // "a/b/" -> "a/b"
+        return abs;
     }
     const char* home = std::getenv("HOME");
     if (!home || !*home) {
