@@ -141,6 +141,24 @@ def test_a_symlinked_record_or_jobs_dir_is_refused_and_never_written_through(tmp
     assert os.listdir(elsewhere) == []
 
 
+def test_a_fifo_or_dev_zero_in_a_job_is_refused_without_waiting_or_reading(tmp_path, work):
+    home = tmp_path / "home"
+    job = new_job(work, home)
+    d = home / "jobs" / job
+    for name in ("output.log", "job.lock"):
+        (d / name).unlink()
+        os.mkfifo(d / name, 0o600)   # an open that waited for a writer would hang here
+    p = run([PORTAL, "logs", job], cwd=work, home=home, expect=1)
+    assert b"job.lock: a FIFO, not a regular file; it cannot be trusted" in p.stderr, p.stderr
+    (d / "job.lock").unlink()
+    p = run([PORTAL, "logs", job], cwd=work, home=home, expect=1)
+    assert f"portal: logs: {d / 'output.log'}: a FIFO, not a regular file; it cannot be trusted".encode() in p.stderr
+    (d / "job.json").unlink()
+    (d / "job.json").symlink_to("/dev/zero")
+    listed = run([PORTAL, "list"], cwd=work, home=home, expect=0).stdout.decode()
+    assert row(listed, job).startswith(f"{job} refused (job.json: a symlink)"), listed
+
+
 # --- another user ---------------------------------------------------------------------
 
 def test_a_store_owned_by_another_user_is_refused_by_every_command(users, shared_dir, shared_work):
