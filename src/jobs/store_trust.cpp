@@ -51,6 +51,7 @@ std::string type_name(mode_t mode) {
     if (S_ISLNK(mode)) return "a symlink";
     if (S_ISCHR(mode) || S_ISBLK(mode)) return "a device";
     if (S_ISSOCK(mode)) return "a socket";
+    if (S_ISREG(mode)) return "a file";
     return "not a regular file";
 }
 
