@@ -17,23 +17,36 @@ namespace portal {
 
 namespace {
 
-// "owned by uid 1001" from "<dir>/job.lock: owned by uid 1001; it cannot be trusted (...)",
-// "field 'state' is null, ..." from "job X: <dir>/job.json: field 'state' is null, ...".
-// A refusal keeps the file's name ("job.lock: a symlink"); a damaged record's
+// The reason, short, for a table cell (the whole message is for `portal show`):
+// "job.lock: a symlink" from "job X: <dir>/job.lock: a symlink; it cannot be
+// trusted (...)"; "field 'state' is null, ..." from "job X: <dir>/job.json: field
+// 'state' is null, ...".  A refusal keeps the file's name; a damaged record's
 // reason is about job.json already.
 std::string short_reason(const std::string& what, const Job& job, bool refused) {
     std::string text = what;
-    const std::string job_prefix = "job " + job.id + ": ";
-    if (text.rfind(job_prefix, 0) == 0) text = text.substr(job_prefix.size());
-    const std::string record_prefix = refused ? "\x01" : job.record_path().string() + ": ";
-    for (const std::string& prefix : {record_prefix, job.dir.string() + "/", job.dir.string() + ": "}) {
+    std::vector<std::string> prefixes{"job " + job.id + ": "};
+    if (!refused) prefixes.push_back(job.record_path().string() + ": ");
+    prefixes.push_back(job.dir.string() + "/");
+    prefixes.push_back(job.dir.string() + ": ");
+    for (const std::string& prefix : prefixes) {
         if (text.rfind(prefix, 0) == 0) text = text.substr(prefix.size());
     }
     const auto cut = text.find("; it cannot be trusted");
     if (cut != std::string::npos) text = text.substr(0, cut);
-    // One table cell: the whole message is for `portal show`.
     constexpr std::size_t kReasonMax = 100;
-    return text.size() > kReasonMax ? text.substr(0, kReasonMax) + "..." : text;
+    if (text.size() <= kReasonMax) return text;
+    std::size_t end = kReasonMax;
+    while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xc0) == 0x80) --end;  // whole UTF-8 characters
+    return text.substr(0, end) + "...";
+}
+
+// A view that shows only why the job cannot be shown.
+JobView not_shown(JobView view, const std::string& state, const std::string& problem, const std::string& what) {
+    view.state = state;
+    view.record = nlohmann::json::object();
+    view.problem = problem;
+    view.reason = short_reason(what, view.job, state == "refused");
+    return view;
 }
 
 }  // namespace
@@ -43,29 +56,15 @@ JobView view_job(const Job& job) {
     try {
         open_private_dir(job.dir);  // another user's, group/other-writable, a symlink: refused
         view.holder = lock_holder(job);
-    } catch (const StoreUntrusted& e) {
-        view.state = "refused";
-        view.problem = "job " + job.id + ": " + e.what();
-        view.reason = short_reason(e.what(), job, true);
-        return view;
-    } catch (const std::exception& e) {
-        view.problem = "job " + job.id + ": " + e.what();
-        view.reason = short_reason(e.what(), job, false);
-        return view;
-    }
-    try {
         view.record = job.read_record();
         view.state = effective_state(view.record, view.holder.has_value());
     } catch (const StoreUntrusted& e) {
-        view.state = "refused";
-        view.problem = "job " + job.id + ": " + e.what();
-        view.reason = short_reason(e.what(), job, true);
-        return view;
+        return not_shown(std::move(view), "refused", "job " + job.id + ": " + e.what(), e.what());
     } catch (const std::exception& e) {
-        view.record = nlohmann::json::object();
-        view.problem = e.what();
-        view.reason = short_reason(e.what(), job, false);
-        return view;
+        // read_record names the job itself; the other steps do not.
+        const std::string what = e.what();
+        const std::string named = what.rfind("job " + job.id + ": ", 0) == 0 ? what : "job " + job.id + ": " + what;
+        return not_shown(std::move(view), "unreadable", named, what);
     }
     if (is_recovered(view.record)) {
         view.recovered = true;
