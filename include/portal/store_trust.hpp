@@ -75,7 +75,8 @@ CheckedDir make_checked_dir(const std::filesystem::path& path);
 // "owned by uid N", "writable by group or others (mode 0777)", "not a regular file".
 std::string distrust_reason(int fd, bool want_directory);
 
-// Opens a regular file in a checked directory: O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC
+// Opens a regular file of the store relative to its directory (opened and checked
+// as open_private_dir first): O_NOFOLLOW|O_NONBLOCK|O_CLOEXEC
 // plus `flags` (O_RDONLY, O_RDWR|O_CREAT, O_WRONLY|O_APPEND|O_CREAT...), then
 // fstat: regular, owned by us, not group/other-writable; O_NONBLOCK is cleared
 // after.  New files are 0600 whatever the umask.  Returns the descriptor
@@ -88,7 +89,8 @@ int open_store_file(const std::filesystem::path& path, int flags);
 // ("larger than 1 MiB", "a symlink", "a FIFO, not a regular file").
 std::string read_store_file(const std::filesystem::path& path, std::size_t max_bytes);
 
-// The one atomic write of the C++ side: `<path>.tmp<pid>` opened
+// The one atomic write of the C++ side, relative to the checked directory of
+// `path` (open_private_dir): `<path>.tmp<pid>` opened
 // O_NOFOLLOW|O_CREAT|O_EXCL, fchmod 0600, written, fsync'ed when `durable`,
 // renamed over `path`, and the directory fsync'ed when `durable`.  On any failure
 // (a full disk) the temporary file is removed and `path` is left as it was.

@@ -242,7 +242,11 @@ CheckedDir make_checked_dir(const fs::path& path) {
 }
 
 int open_store_file(const fs::path& path, int flags) {
-    const int fd = open(path.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, kPrivateFileMode);
+    // Relative to its directory, itself opened and checked: a file is never
+    // reached through a directory that is not ours.
+    const CheckedDir dir = open_private_dir(path.parent_path());
+    const int fd = openat(dir.fd(), path.filename().c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC,
+                          kPrivateFileMode);
     if (fd < 0) {
         const int err = errno;
         if (err == ENOENT && (flags & O_CREAT) == 0) return -1;
@@ -292,18 +296,23 @@ std::string read_store_file(const fs::path& path, std::size_t max_bytes) {
 }
 
 void write_file_atomically(const fs::path& path, const std::string& text, bool durable) {
-    const fs::path tmp = path.string() + ".tmp" + std::to_string(getpid());
+    // Everything relative to the checked directory: the temporary file, the
+    // rename and the fsync of the directory.
+    const CheckedDir dir = open_private_dir(path.parent_path());
+    const std::string name = path.filename().string();
+    const std::string tmp_name = name + ".tmp" + std::to_string(getpid());
+    const fs::path tmp = path.parent_path() / tmp_name;
     const int flags = O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC;
-    int fd = open(tmp.c_str(), flags, kPrivateFileMode);
+    int fd = openat(dir.fd(), tmp_name.c_str(), flags, kPrivateFileMode);
     if (fd < 0 && errno == EEXIST) {
-        unlink(tmp.c_str());  // left by a dead process of our pid: never written through
-        fd = open(tmp.c_str(), flags, kPrivateFileMode);
+        unlinkat(dir.fd(), tmp_name.c_str(), 0);  // left by a dead process of our pid: never written through
+        fd = openat(dir.fd(), tmp_name.c_str(), flags, kPrivateFileMode);
     }
     if (fd < 0) throw JobError("cannot write " + tmp.string() + ": " + std::strerror(errno));
-    const auto fail = [&](const std::string& what, int err) {
-        close(fd);
-        unlink(tmp.c_str());
-        throw JobError("cannot " + what + " " + path.string() + ": " + std::strerror(err) + " (it is left as it was)");
+    const auto fail = [&](int err) {
+        if (fd >= 0) close(fd);
+        unlinkat(dir.fd(), tmp_name.c_str(), 0);
+        throw JobError("cannot write " + path.string() + ": " + std::strerror(err) + " (it is left as it was)");
     };
     fchmod(fd, kPrivateFileMode);  // whatever the umask
     const char* p = text.data();
@@ -311,28 +320,20 @@ void write_file_atomically(const fs::path& path, const std::string& text, bool d
     while (left > 0) {
         const ssize_t n = write(fd, p, left);
         if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) fail("write", n < 0 ? errno : ENOSPC);
+        if (n <= 0) fail(n < 0 ? errno : ENOSPC);
         p += n;
         left -= static_cast<std::size_t>(n);
     }
-    if (durable && fsync(fd) != 0) fail("write", errno);
-    if (close(fd) != 0) {
+    if (durable && fsync(fd) != 0) fail(errno);
+    const int closed = close(fd);
+    fd = -1;
+    if (closed != 0) fail(errno);
+    if (renameat(dir.fd(), tmp_name.c_str(), dir.fd(), name.c_str()) != 0) {
         const int err = errno;
-        unlink(tmp.c_str());
-        throw JobError("cannot write " + path.string() + ": " + std::strerror(err) + " (it is left as it was)");
-    }
-    if (rename(tmp.c_str(), path.c_str()) != 0) {
-        const int err = errno;
-        unlink(tmp.c_str());
+        unlinkat(dir.fd(), tmp_name.c_str(), 0);
         throw JobError("cannot replace " + path.string() + ": " + std::strerror(err) + " (it is left as it was)");
     }
-    if (durable) {
-        const int dir = open(path.parent_path().c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-        if (dir >= 0) {
-            fsync(dir);
-            close(dir);
-        }
-    }
+    if (durable) fsync(dir.fd());
 }
 
 bool is_record_temp(const std::string& name) { return name.rfind("job.json.tmp", 0) == 0; }
