@@ -17,6 +17,8 @@ JOBS=${JOBS:-$(nproc)}
 packages=(
   # toolchain
   g++ make cmake pkg-config
+  # the libFuzzer target of the record reader (tests/fuzz)
+  clang
   # the interpreter Portal runs programs with, and its headers
   python3 python3-dev libpython3.11-dev
   # what the programs, tests and examples use

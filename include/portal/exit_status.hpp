@@ -4,10 +4,13 @@
 #include <optional>
 #include <string>
 
+#include "portal/job_contract.hpp"
+
 namespace portal {
 
-// What a suspended job's process exits with (EX_TEMPFAIL: try again elsewhere).
-constexpr int kSuspendedExit = 75;
+// What a suspended job's process exits with (EX_TEMPFAIL: try again elsewhere);
+// from the job-record contract (contract/job_record.json).
+constexpr int kSuspendedExit = contract::kSuspendedExitStatus;
 
 struct Report {
     std::string subject;

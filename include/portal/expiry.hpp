@@ -19,10 +19,12 @@ std::time_t expires_at(const nlohmann::json& record);
 
 // Expires `job` if it is suspended and due at `now`: the record first says
 // "expired" (so that no resume starts on a checkpoint being deleted), then the
-// checkpoint goes.  A job another process holds is left alone.  True if it expired.
+// checkpoint goes, both under the job's lock (taken without waiting).  A job
+// another process holds is left alone.  True if it expired.
 bool expire_if_due(const Job& job, std::time_t now);
 
-// expire_if_due over the whole store; the ids of the jobs expired.
+// repair_job (job_recovery.hpp) and expire_if_due over the whole store; the ids
+// of the jobs expired.
 std::vector<std::string> expire_due_jobs(const std::filesystem::path& home, std::time_t now);
 
 // Whether a name in a job directory is part of its checkpoint: `checkpoint`,

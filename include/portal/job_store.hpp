@@ -19,6 +19,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "portal/job_contract.hpp"  // generated from contract/job_record.json
+
 namespace portal {
 
 struct JobError : std::runtime_error {
@@ -26,15 +28,27 @@ struct JobError : std::runtime_error {
 };
 
 // The version of job.json's layout this build writes; readers refuse a newer one.
-constexpr int kRecordVersion = 1;
+constexpr int kRecordVersion = contract::kRecordVersion;
 // A suspended job's checkpoint is kept this long, then deleted (expiry).
-constexpr std::time_t kExpirySeconds = 3 * 24 * 3600;
+constexpr std::time_t kExpirySeconds = contract::kExpirySeconds;
+// A job.json larger than this is refused unread ("unreadable (larger than ...)").
+constexpr std::size_t kRecordMaxBytes = contract::kRecordMaxBytes;
 
+// $PORTAL_HOME made absolute (relative to the working directory now), else ~/.portal.
+// Check it with trust_store (store_trust.hpp) before use.
 std::filesystem::path portal_home();
 
 // Creates `path` 0700 whatever the umask, and refuses one that exists but is not
-// a directory of ours that only we can reach (a checkpoint is code).
+// a directory of ours that only we can reach (a checkpoint is code); see
+// make_checked_dir in store_trust.hpp, which this is.
 void make_private_dir(const std::filesystem::path& path);
+
+// Parses and checks a record's text against the contract: UTF-8 JSON, an
+// object, nesting within bounds, every known field of its type ("state" a
+// string, "runs" an array of objects...), a known state, a version we read.
+// Throws JobError with the reason ("field 'state' is null, not a string").
+// Never anything else: this is what the fuzzer (tests/fuzz) drives.
+nlohmann::json parse_record(const std::string& text);
 
 struct Job {
     std::string id;

@@ -23,14 +23,27 @@ constexpr int kCliUsage = 2;    // a malformed command line
 struct JobView {
     Job job;
     nlohmann::json record;              // empty object when it could not be read
-    std::string state;                  // effective_state(), or "unreadable"
+    std::string state;                  // effective_state(), "unreadable" or "refused"
     std::optional<std::string> holder;  // who holds job.lock, if anyone
-    std::string problem;                // why the record could not be read
+    std::string problem;                // why the record could not be read or is refused (whole message)
+    std::string reason = {};            // the same, short: "owned by uid 1001", "field 'state' is null, ..."
+    bool recovered = false;             // suspended by its checkpoint, not by its record (job_recovery.hpp)
 };
 
-// Reads the job's record and who holds it; never throws (a damaged record is
-// shown as "unreadable" with the reason).
+// Reads the job's record and who holds it; never throws: a job directory (or
+// its job.lock) that is not ours is "refused" with the reason, a damaged record
+// "unreadable", and a lost or failed job with a newer committed checkpoint of
+// its own is "suspended", recovered.
 JobView view_job(const Job& job);
+// The state as list and show print it: "refused (owned by uid 1001)",
+// "unreadable (not UTF-8 text)", "suspended (recovered from its checkpoint)".
+std::string state_text(const JobView& view);
+
+// `text` with every control character (C0, DEL, C1) shown as \xNN, so that a
+// record or a file name cannot drive the terminal; everything printed from a
+// record or a name goes through it.
+std::string printable(const std::string& text);
+
 // Every job of the store, newest first (by the record's creation time, then id).
 std::vector<JobView> view_jobs(const std::filesystem::path& home);
 

@@ -70,6 +70,7 @@ import tempfile
 from concurrent.futures import ThreadPoolExecutor
 from typing import NamedTuple
 
+from .job_contract import MANIFEST_MAX_BYTES  # contract/job_record.json, generated
 from . import reducers as _reducers
 from . import signing, store
 from .store import shown
@@ -517,7 +518,7 @@ def _fail(message):
 
 
 # What a reader accepts of a manifest before it believes anything in it.
-MAX_MANIFEST_BYTES = 16 << 20     # a manifest is KiBs (sources, argv, traceback)
+MAX_MANIFEST_BYTES = MANIFEST_MAX_BYTES   # a manifest is KiBs (sources, argv, traceback)
 MAX_MANIFEST_DEPTH = 32           # objects and arrays nested deeper: not a manifest
 MAX_MANIFEST_INT_DIGITS = 20      # sizes and offsets fit in 64 bits
 MAX_FILE_BYTES = 1 << 50          # a size or offset past this is damage

@@ -17,12 +17,10 @@ import secrets
 import time
 
 from . import store
-
-EXPIRY_SECONDS = 3 * 24 * 3600
-RECORD_VERSION = 1   # as kRecordVersion in include/portal/job_store.hpp
+from .job_contract import EXPIRY_SECONDS, RECORD_MAX_BYTES, RECORD_VERSION  # contract/job_record.json, generated
 
 
-MAX_RECORD_BYTES = 1 << 20     # a record is a few KiB; larger is not one of ours
+MAX_RECORD_BYTES = RECORD_MAX_BYTES   # a record is a few KiB; larger is not one of ours
 MAX_RECORD_DEPTH = 16          # objects and arrays nested deeper are not a record
 MAX_RECORD_INT_DIGITS = 20     # a record's numbers are sizes, times, pids
 RECORD_NAME = "job.json"

@@ -8,7 +8,7 @@ import traceback
 from _portal import capture, jobs, store
 from _portal.state import LoopInfo, ProcessState, ProgramState
 
-SUSPENDED_EXIT = 75  # EX_TEMPFAIL: try again later (on a larger machine)
+SUSPENDED_EXIT = SUSPENDED_EXIT_STATUS  # EX_TEMPFAIL: try again later (on a larger machine)
 
 
 def _say(subject, problem):

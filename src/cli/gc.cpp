@@ -6,6 +6,7 @@
 
 #include "portal/expiry.hpp"
 #include "portal/job_lock.hpp"
+#include "portal/job_recovery.hpp"
 #include "portal/log.hpp"
 #include "portal/remove_job.hpp"
 #include "portal/size.hpp"
@@ -54,6 +55,11 @@ int portal_gc(const GcRequest& request) {
     if (request.older_than_days) {
         older = static_cast<std::time_t>(*request.older_than_days * 86400.0);
     }
+    if (!request.dry_run) {
+        // Leftovers of interrupted writers, and checkpoints their record missed,
+        // first: a recovered job is suspended, not a failed one to clean.
+        for (const Job& job : list_jobs(portal_home())) repair_job(job);
+    }
     const std::vector<GcAction> plan = plan_gc(view_jobs(portal_home()), now, older);
     std::vector<std::vector<std::string>> rows;
     std::uintmax_t total = 0;
@@ -97,16 +103,16 @@ int portal_gc(const GcRequest& request) {
                     break;
             }
         } catch (const JobError& e) {
-            log::say("gc", e.what());
+            log::say("gc", printable(e.what()));
             status = kCliRefused;
             continue;
         } catch (const fs::filesystem_error& e) {
-            log::say("gc", "job " + action.job.id + ": " + e.what());
+            log::say("gc", printable("job " + action.job.id + ": " + e.what()));
             status = kCliRefused;
             continue;
         }
         total += freed;
-        rows.push_back({verb, action.job.id, what, format_size(freed)});
+        rows.push_back({verb, printable(action.job.id), printable(what), format_size(freed)});
     }
     if (rows.empty()) {
         std::cout << "nothing to free\n";

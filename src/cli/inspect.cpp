@@ -10,6 +10,7 @@
 #include "portal/installation.hpp"
 #include "portal/job_view.hpp"
 #include "portal/log.hpp"
+#include "portal/store_trust.hpp"
 
 namespace fs = std::filesystem;
 
@@ -27,6 +28,7 @@ fs::path inspect_path(const fs::path& home, const std::string& target) {
         return target;
     }
     const Job job = find_job(home, target);
+    open_private_dir(job.dir);  // another user's job is not inspected for you
     if (!fs::exists(fs::symlink_status(job.checkpoint_path(), ec))) {
         std::string state = "unreadable";
         try {
@@ -54,7 +56,7 @@ int portal_inspect(const InspectRequest& request) {
     try {
         path = inspect_path(portal_home(), request.target);
     } catch (const JobError& e) {
-        log::say("inspect", e.what());
+        log::say("inspect", printable(e.what()));
         return kCliRefused;
     }
     const auto installation = locate_installation(self_executable());

@@ -6,6 +6,8 @@
 
 #include "portal/expiry.hpp"
 #include "portal/job_lock.hpp"
+#include "portal/job_recovery.hpp"
+#include "portal/store_trust.hpp"
 #include "portal/size.hpp"
 #include "portal/tripwire.hpp"
 
@@ -13,15 +15,99 @@ namespace fs = std::filesystem;
 
 namespace portal {
 
+namespace {
+
+// The reason, short, for a table cell (the whole message is for `portal show`):
+// "job.lock: a symlink" from "job X: <dir>/job.lock: a symlink; it cannot be
+// trusted (...)"; "field 'state' is null, ..." from "job X: <dir>/job.json: field
+// 'state' is null, ...".  A refusal keeps the file's name; a damaged record's
+// reason is about job.json already.
+std::string short_reason(const std::string& what, const Job& job, bool refused) {
+    std::string text = what;
+    std::vector<std::string> prefixes{"job " + job.id + ": "};
+    if (!refused) prefixes.push_back(job.record_path().string() + ": ");
+    prefixes.push_back(job.dir.string() + "/");
+    prefixes.push_back(job.dir.string() + ": ");
+    for (const std::string& prefix : prefixes) {
+        if (text.rfind(prefix, 0) == 0) text = text.substr(prefix.size());
+    }
+    const auto cut = text.find("; it cannot be trusted");
+    if (cut != std::string::npos) text = text.substr(0, cut);
+    constexpr std::size_t kReasonMax = 100;
+    if (text.size() <= kReasonMax) return text;
+    std::size_t end = kReasonMax;
+    while (end > 0 && (static_cast<unsigned char>(text[end]) & 0xc0) == 0x80) --end;  // whole UTF-8 characters
+    return text.substr(0, end) + "...";
+}
+
+// A view that shows only why the job cannot be shown.
+JobView not_shown(JobView view, const std::string& state, const std::string& problem, const std::string& what) {
+    view.state = state;
+    view.record = nlohmann::json::object();
+    view.problem = problem;
+    view.reason = short_reason(what, view.job, state == "refused");
+    return view;
+}
+
+}  // namespace
+
 JobView view_job(const Job& job) {
-    JobView view{job, nlohmann::json::object(), "unreadable", lock_holder(job), ""};
+    JobView view{job, nlohmann::json::object(), "unreadable", std::nullopt, ""};
     try {
+        open_private_dir(job.dir);  // another user's, group/other-writable, a symlink: refused
+        view.holder = lock_holder(job);
         view.record = job.read_record();
         view.state = effective_state(view.record, view.holder.has_value());
-    } catch (const JobError& e) {
-        view.problem = e.what();
+    } catch (const StoreUntrusted& e) {
+        return not_shown(std::move(view), "refused", "job " + job.id + ": " + e.what(), e.what());
+    } catch (const std::exception& e) {
+        // read_record names the job itself; the other steps do not.
+        const std::string what = e.what();
+        const std::string named = what.rfind("job " + job.id + ": ", 0) == 0 ? what : "job " + job.id + ": " + what;
+        return not_shown(std::move(view), "unreadable", named, what);
+    }
+    if (is_recovered(view.record)) {
+        view.recovered = true;
+    } else if (!view.holder) {
+        if (const auto recovery = recovered_checkpoint(job, view.record, view.state)) {
+            // Shown as what it is; the record itself is repaired under the lock
+            // by the next command that takes it (repair_job, portal resume).
+            apply_recovery(view.record, *recovery);
+            view.state = "suspended";
+            view.recovered = true;
+        }
     }
     return view;
+}
+
+std::string state_text(const JobView& view) {
+    if (!view.reason.empty()) return view.state + " (" + view.reason + ")";
+    if (view.recovered && view.state == "suspended") return "suspended (recovered from its checkpoint)";
+    return view.state;
+}
+
+std::string printable(const std::string& text) {
+    std::string out;
+    out.reserve(text.size());
+    static const char hex[] = "0123456789abcdef";
+    for (std::size_t i = 0; i < text.size(); ++i) {
+        const auto c = static_cast<unsigned char>(text[i]);
+        const bool c1 = c == 0xc2 && i + 1 < text.size() && static_cast<unsigned char>(text[i + 1]) >= 0x80 &&
+                        static_cast<unsigned char>(text[i + 1]) <= 0x9f;  // U+0080..U+009F in UTF-8
+        if (c < 0x20 || c == 0x7f) {
+            out += "\\x";
+            out += hex[c >> 4];
+            out += hex[c & 0xf];
+        } else if (c1) {
+            const auto d = static_cast<unsigned char>(text[++i]);
+            out += "\\xc2\\x";
+            out += hex[d >> 4];
+            out += hex[d & 0xf];
+        } else {
+            out += static_cast<char>(c);
+        }
+    }
+    return out;
 }
 
 std::vector<JobView> view_jobs(const fs::path& home) {
@@ -49,6 +135,9 @@ nlohmann::json view_json(const JobView& view) {
     out["dir"] = view.job.dir.string();
     if (!view.problem.empty()) {
         out["problem"] = view.problem;
+    }
+    if (view.recovered) {
+        out["recovered"] = true;
     }
     return out;
 }
@@ -112,9 +201,16 @@ std::string loop_and_iteration(const nlohmann::json& record) {
 }
 
 std::string program_text(const nlohmann::json& record, bool full_path) {
-    const nlohmann::json program = record.value("program", nlohmann::json::object());
-    const std::string kind = program.value("kind", "");
-    std::string target = program.value("target", record.value("script", std::string("?")));
+    // Each field read only if it has the type Portal writes (a planted record may not).
+    const auto text_at = [](const nlohmann::json& object, const char* key, const std::string& otherwise) {
+        const auto it = object.is_object() ? object.find(key) : object.end();
+        return it != object.end() && it->is_string() ? it->get<std::string>() : otherwise;
+    };
+    const auto program_it = record.find("program");
+    const nlohmann::json program = program_it != record.end() && program_it->is_object() ? *program_it
+                                                                                         : nlohmann::json::object();
+    const std::string kind = text_at(program, "kind", "");
+    std::string target = text_at(program, "target", text_at(record, "script", "?"));
     std::string text;
     if (kind == "module") {
         text = "-m " + target;
@@ -123,8 +219,11 @@ std::string program_text(const nlohmann::json& record, bool full_path) {
     } else {
         text = full_path ? target : fs::path(target).filename().string();
     }
-    for (const auto& arg : record.value("args", nlohmann::json::array())) {
-        if (arg.is_string()) text += " " + arg.get<std::string>();
+    const auto args = record.find("args");
+    if (args != record.end() && args->is_array()) {
+        for (const auto& arg : *args) {
+            if (arg.is_string()) text += " " + arg.get<std::string>();
+        }
     }
     return text;
 }
@@ -166,6 +265,7 @@ std::string format_table(const std::vector<std::vector<std::string>>& rows) {
 
 void expire_opportunistically() {
     try {
+        if (!trust_store(portal_home(), StoreUse::Read).exists()) return;
         expire_due_jobs(portal_home(), std::time(nullptr));
     } catch (const std::exception&) {
         // A store that cannot be read is reported by the command itself.

@@ -9,7 +9,7 @@ namespace portal {
 
 const std::vector<std::string>& job_states() {
     static const std::vector<std::string> states{"running", "suspended", "completed", "failed",
-                                                 "expired", "lost",      "unreadable"};
+                                                 "expired", "lost",      "unreadable", "refused"};
     return states;
 }
 
@@ -21,7 +21,7 @@ std::string list_table(const std::vector<JobView>& views, std::time_t now) {
         const auto bytes = json_uint(v.record, "checkpoint_bytes");
         rows.push_back({
             v.job.id,
-            v.state,
+            state_text(v),
             v.problem.empty() ? program_text(v.record, false) : "-",
             short_time(v.record, "created"),
             short_time(v.record, "updated"),
@@ -30,6 +30,7 @@ std::string list_table(const std::vector<JobView>& views, std::time_t now) {
             suspended && bytes ? format_size(*bytes) : "-",
             expires_in(v.record, v.state, now),
         });
+        for (std::string& cell : rows.back()) cell = printable(cell);  // a name or a record's text
     }
     return format_table(rows);
 }
@@ -47,7 +48,7 @@ int portal_list(const ListRequest& request) {
     }
     if (views.empty()) {
         // On stderr, so that a script reading the table gets nothing but rows.
-        std::cerr << (request.state.empty() ? "no jobs in " + (portal_home() / "jobs").string()
+        std::cerr << (request.state.empty() ? "no jobs in " + printable((portal_home() / "jobs").string())
                                             : "no " + request.state + " jobs")
                   << "\n";
         return kCliOk;

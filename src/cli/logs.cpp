@@ -8,6 +8,12 @@
 
 #include "portal/job_view.hpp"
 #include "portal/log.hpp"
+#include "portal/store_trust.hpp"
+
+#include <cerrno>
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 namespace fs = std::filesystem;
 
@@ -19,18 +25,19 @@ std::uint64_t offset_of(const nlohmann::json& run, std::uint64_t fallback) {
     return run.is_object() ? json_uint(run, "log_offset").value_or(fallback) : fallback;
 }
 
-bool copy_range(const fs::path& log, std::uint64_t begin, std::uint64_t end) {
-    std::ifstream in(log, std::ios::binary);
-    if (!in) return false;
-    in.seekg(static_cast<std::streamoff>(begin));
+// The program's own output, as it wrote it (not escaped: it is the program's, to
+// the user's terminal as under python), from a log opened O_NOFOLLOW and checked.
+bool copy_range(int fd, std::uint64_t begin, std::uint64_t end) {
     std::string buf(1 << 16, '\0');
-    std::uint64_t left = end - begin;
-    while (left > 0 && in) {
-        in.read(buf.data(), static_cast<std::streamsize>(std::min<std::uint64_t>(left, buf.size())));
-        const auto got = static_cast<std::uint64_t>(in.gcount());
+    std::uint64_t at = begin;
+    while (at < end) {
+        const ssize_t got = pread(fd, buf.data(), std::min<std::uint64_t>(end - at, buf.size()),
+                                  static_cast<off_t>(at));
+        if (got < 0 && errno == EINTR) continue;
+        if (got < 0) return false;
         if (got == 0) break;
-        std::cout.write(buf.data(), static_cast<std::streamsize>(got));
-        left -= got;
+        std::cout.write(buf.data(), got);
+        at += static_cast<std::uint64_t>(got);
     }
     std::cout.flush();
     return true;
@@ -51,11 +58,11 @@ int portal_logs(const LogsRequest& request) {
     try {
         view = view_job(find_job(portal_home(), request.job));
     } catch (const JobError& e) {
-        log::say("logs", e.what());
+        log::say("logs", printable(e.what()));
         return kCliRefused;
     }
     if (!view.problem.empty()) {
-        log::say("logs", view.problem);
+        log::say("logs", printable(view.problem));
         return kCliRefused;
     }
     const nlohmann::json runs = view.record.value("runs", nlohmann::json::array());
@@ -65,9 +72,21 @@ int portal_logs(const LogsRequest& request) {
                              " (see portal show " + view.job.id + ")");
         return kCliRefused;
     }
-    std::error_code ec;
-    const auto size = fs::file_size(view.job.log_path(), ec);
-    const std::uint64_t log_size = ec ? 0 : size;
+    int fd = -1;
+    try {
+        fd = open_store_file(view.job.log_path(), O_RDONLY);  // -1: nothing kept yet
+    } catch (const JobError& e) {
+        log::say("logs", printable(e.what()));
+        return kCliRefused;
+    }
+    struct stat st {};
+    const std::uint64_t log_size = fd >= 0 && fstat(fd, &st) == 0 ? static_cast<std::uint64_t>(st.st_size) : 0;
+    struct Closer {
+        int fd;
+        ~Closer() {
+            if (fd >= 0) close(fd);
+        }
+    } closer{fd};
     const std::size_t first = request.run > 0 ? static_cast<std::size_t>(request.run - 1) : 0;
     const std::size_t last = request.run > 0 ? first + 1 : runs.size();
     for (std::size_t i = first; i < last; ++i) {
@@ -82,8 +101,8 @@ int portal_logs(const LogsRequest& request) {
     // All runs: the whole log, which holds them one after the other.
     const auto [begin, end] = request.run > 0 ? run_log_range(runs, first, log_size)
                                               : std::pair<std::uint64_t, std::uint64_t>{0, log_size};
-    if (!copy_range(view.job.log_path(), begin, end)) {
-        log::say("logs", "cannot read " + view.job.log_path().string());
+    if (!copy_range(fd, begin, end)) {
+        log::say("logs", "cannot read " + printable(view.job.log_path().string()));
         return kCliRefused;
     }
     return kCliOk;

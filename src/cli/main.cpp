@@ -1,6 +1,7 @@
 // portal: the command-line interface over jobs.  `portal run` is portal-run.
 // Every command but run first expires the suspended jobs whose checkpoint is
 // past its 3 days (expiry.hpp), so that the store is cleaned without `portal gc`.
+#include <cstdlib>
 #include <iostream>
 #include <regex>
 #include <string>
@@ -18,6 +19,7 @@
 #include "portal/resume.hpp"
 #include "portal/rm.hpp"
 #include "portal/show.hpp"
+#include "portal/store_trust.hpp"
 #include "portal/version.hpp"
 
 namespace {
@@ -26,8 +28,13 @@ constexpr const char* kJobHelp = "The job id (a unique prefix is enough; see por
 
 }  // namespace
 
-int main(int argc, char** argv) {
+int run_portal(int argc, char** argv) {
     const std::vector<std::string> args(argv + 1, argv + argc);
+    // PORTAL_HOME absolute from here on, for this process and what it runs (the
+    // interpreter of `portal resume`/`portal run`), whatever they chdir() to.
+    if (const char* env = std::getenv("PORTAL_HOME"); env && *env) {
+        setenv("PORTAL_HOME", portal::portal_home().c_str(), 1);
+    }
     // `portal run ...` hands everything after `run` to portal-run untouched, so the
     // program's own options (--help included) never reach this parser.
     if (!args.empty() && args.front() == "run") {
@@ -131,6 +138,13 @@ int main(int argc, char** argv) {
         return portal::kCliUsage;
     }
 
+    // The store is the user's own, or no command reads it (store_trust.hpp).
+    try {
+        portal::trust_store(portal::portal_home(), portal::StoreUse::Read);
+    } catch (const portal::JobError& e) {
+        portal::log::say("store", portal::printable(e.what()));
+        return portal::kCliRefused;
+    }
     if (!gc_cmd->parsed()) {
         portal::expire_opportunistically();  // gc expires jobs itself, and says so
     }
@@ -142,4 +156,22 @@ int main(int argc, char** argv) {
     if (gc_cmd->parsed()) return portal::portal_gc(gc);
     if (inspect_cmd->parsed()) return portal::portal_inspect(inspect);
     return 0;
+}
+
+// One top-level catch: whatever escapes a command (a bug, memory) is one
+// `portal: <subject>: <problem>` line and exit status 1, never an abort.
+int main(int argc, char** argv) {
+    try {
+        return run_portal(argc, argv);
+    } catch (const portal::StoreUntrusted& e) {
+        portal::log::say("store", portal::printable(e.what()));
+    } catch (const portal::JobError& e) {
+        portal::log::say("job", portal::printable(e.what()));
+    } catch (const std::exception& e) {
+        portal::log::say("internal error", portal::printable(e.what()) +
+                                               " (this is a bug in Portal: please report it with the command)");
+    } catch (...) {
+        portal::log::say("internal error", "unknown exception (this is a bug in Portal: please report it)");
+    }
+    return portal::kCliRefused;
 }

@@ -4,6 +4,7 @@
 #include <system_error>
 
 #include "portal/job_lock.hpp"
+#include "portal/store_trust.hpp"
 #include "portal/size.hpp"
 
 namespace fs = std::filesystem;
@@ -23,6 +24,7 @@ std::uintmax_t bytes_under(const fs::path& dir) {
 }
 
 RemoveResult remove_job(const Job& job, const std::string& command) {
+    open_private_dir(job.dir);  // another user's or a symlink: StoreUntrusted, nothing removed
     RemoveResult result;
     result.freed = bytes_under(job.dir);  // before our lock writes who we are
     // A job another process runs throws JobBusy here; holding the lock ourselves,

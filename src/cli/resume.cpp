@@ -11,7 +11,9 @@
 #include "portal/installation.hpp"
 #include "portal/interpreter_command.hpp"
 #include "portal/expiry.hpp"
+#include "portal/job_recovery.hpp"
 #include "portal/job_run.hpp"
+#include "portal/job_view.hpp"
 #include "portal/job_store.hpp"
 #include "portal/log.hpp"
 #include "portal/policy.hpp"
@@ -84,15 +86,24 @@ std::vector<std::string> command_of(const ResumeRequest& request, const std::str
 int portal_resume(const ResumeRequest& request) {
     Job job;
     nlohmann::json record;
+    JobView view;
     try {
         job = find_job(portal_home(), request.job);
-        expire_if_due(job, std::time(nullptr));
-        record = job.read_record();
+        view = view_job(job);  // refused (not ours), unreadable, or recovered from its checkpoint
+        if (view.problem.empty()) {
+            expire_if_due(job, std::time(nullptr));
+            view = view_job(job);
+        }
     } catch (const JobError& e) {
-        log::say("resume", e.what());
+        log::say("resume", printable(e.what()));
         return kRefused;
     }
-    const std::string state = effective_state(record, lock_holder(job).has_value());
+    if (!view.problem.empty()) {
+        log::say("resume", printable(view.problem) + ": nothing of it is run");
+        return kRefused;
+    }
+    record = view.record;
+    const std::string state = view.state;
     if (state == "expired") {
         log::say("resume", "job " + job.id + " expired at " + record.value("expired_at", "?") +
                                ": its checkpoint was kept 3 days and is deleted; there is nothing to resume");
@@ -133,17 +144,26 @@ int portal_resume(const ResumeRequest& request) {
     try {
         // The lock, then the state again: another resume may have won the race.
         run.emplace(JobRun::resume(job, command_of(request, job.id), requested));
+        if (view.recovered) {
+            // Under the lock now: the record learns the checkpoint it missed (the
+            // restore verifies the checkpoint's signature and job id itself).
+            job.modify_record([&](nlohmann::json& r) {
+                if (const auto recovery = recovered_checkpoint(job, r, effective_state(r, false))) {
+                    apply_recovery(r, *recovery);
+                }
+            });
+        }
         if (job.read_record().value("state", "") != "suspended") {
             log::say("resume", "job " + job.id + " was resumed by another process meanwhile (portal show " +
                                    job.id + ")");
             return kRefused;
         }
     } catch (const JobBusy& e) {
-        log::say("resume", std::string(e.what()) + ": one process runs a job at a time (portal show " +
+        log::say("resume", printable(e.what()) + ": one process runs a job at a time (portal show " +
                                job.id + ")");
         return kRefused;
     } catch (const JobError& e) {
-        log::say("resume", e.what());
+        log::say("resume", printable(e.what()));
         return kRefused;
     }
     // The program ran only if the restore marked the job running; a resume refused

@@ -18,13 +18,13 @@ int portal_rm(const RmRequest& request) {
         try {
             const Job job = find_job(portal_home(), name);
             const RemoveResult removed = remove_job(job, "portal rm " + job.id);
-            std::cout << "removed " << job.id << " (" << removed.state << ", " << removed.freed_text()
+            std::cout << "removed " << printable(job.id) << " (" << removed.state << ", " << removed.freed_text()
                       << " freed)\n";
         } catch (const JobBusy& e) {
-            log::say("rm", std::string(e.what()) + ": stop that process first, or let it end");
+            log::say("rm", printable(e.what()) + ": stop that process first, or let it end");
             status = kCliRefused;
         } catch (const JobError& e) {
-            log::say("rm", e.what());
+            log::say("rm", printable(e.what()));
             status = kCliRefused;
         }
     }

@@ -11,10 +11,11 @@ namespace portal {
 
 namespace {
 
+// Every value shown goes through printable(): a record's text may hold escapes.
 std::string text_of(const nlohmann::json& value) {
-    if (value.is_string()) return value.get<std::string>();
+    if (value.is_string()) return printable(value.get<std::string>());
     if (value.is_null()) return "-";
-    return value.dump();
+    return printable(value.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace));
 }
 
 std::string field(const nlohmann::json& object, const char* key) {
@@ -37,7 +38,7 @@ std::string size_of(const nlohmann::json& object) {
 // Where a suspension happened and where it continues, from a record or a run entry.
 void describe_suspension(std::ostream& out, const nlohmann::json& s, const std::string& indent) {
     out << indent << "error       " << field(s, "error");
-    if (s.contains("error_at") && s["error_at"].is_string()) out << " at " << s["error_at"].get<std::string>();
+    if (s.contains("error_at") && s["error_at"].is_string()) out << " at " << text_of(s["error_at"]);
     out << "\n" << indent << "loop        " << field(s, "loop");
     if (s.contains("iteration") && s["iteration"].is_number_integer()) {
         out << ", iteration " << s["iteration"].get<long long>() << " (runs again from its start)";
@@ -48,39 +49,39 @@ void describe_suspension(std::ostream& out, const nlohmann::json& s, const std::
 }  // namespace
 
 std::string resume_command(const JobView& view) {
-    return "portal resume " + view.job.id + " --mem " + std::to_string(suggested_mem_gib(view.record));
+    return "portal resume " + printable(view.job.id) + " --mem " + std::to_string(suggested_mem_gib(view.record));
 }
 
 std::string show_text(const JobView& view, std::time_t now) {
     const nlohmann::json& r = view.record;
     std::ostringstream out;
-    out << "job         " << view.job.id << "\n";
-    out << "state       " << view.state;
+    out << "job         " << printable(view.job.id) << "\n";
+    out << "state       " << state_text(view);
     if (view.state == "lost") {
         out << " (recorded as running, but no process holds it: its supervisor was killed or the "
                "machine restarted)";
     } else if (view.state == "running" && view.holder) {
-        out << " (" << *view.holder << ")";
+        out << " (" << printable(*view.holder) << ")";
     } else if (view.holder) {
-        out << " (in use by " << *view.holder << ")";
+        out << " (in use by " << printable(*view.holder) << ")";
     }
     out << "\n";
-    out << "program     " << program_text(r, true) << "\n";
+    out << "program     " << printable(program_text(r, true)) << "\n";
     out << "cwd         " << field(r, "cwd") << "\n";
     std::string policies;
     const nlohmann::json recorded_policies = r.value("policies", nlohmann::json::object());
     for (const auto& [key, value] : recorded_policies.items()) {
-        policies += (policies.empty() ? "" : " ") + key + "=" + text_of(value);
+        policies += (policies.empty() ? "" : " ") + printable(key) + "=" + text_of(value);
     }
     out << "policies    " << (policies.empty() ? "(defaults)" : policies) << "\n";
     out << "created     " << short_time(r, "created") << "\n";
     out << "updated     " << short_time(r, "updated") << "\n";
-    out << "directory   " << view.job.dir.string() << "\n";
+    out << "directory   " << printable(view.job.dir.string()) << "\n";
 
     if (view.state == "suspended") {
         out << "suspended   " << short_time(r, "suspended_at") << "\n";
         describe_suspension(out, r, "");
-        out << "checkpoint  " << size_of(r) << " in " << view.job.checkpoint_path().string() << "\n";
+        out << "checkpoint  " << size_of(r) << " in " << printable(view.job.checkpoint_path().string()) << "\n";
         const std::string left = expires_in(r, view.state, now);
         out << "expires     " << short_time(r, "expires_at")
             << (left == "due" ? " (due: deleted by the next portal command)" : " (" + left + " left)") << "\n";
@@ -118,11 +119,12 @@ int portal_show(const ShowRequest& request) {
     try {
         view = view_job(find_job(portal_home(), request.job));
     } catch (const JobError& e) {
-        log::say("show", e.what());
+        log::say("show", printable(e.what()));
         return kCliRefused;
     }
     if (!view.problem.empty()) {
-        log::say("show", view.problem);
+        log::say("show", printable(view.problem) +
+                             (view.state == "unreadable" ? " (portal rm " + printable(view.job.id) + " deletes it)" : ""));
         return kCliRefused;
     }
     if (request.json) {

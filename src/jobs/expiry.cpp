@@ -4,6 +4,8 @@
 #include <cctype>
 
 #include "portal/job_lock.hpp"
+#include "portal/job_recovery.hpp"
+#include <optional>
 
 namespace fs = std::filesystem;
 
@@ -56,15 +58,26 @@ std::uintmax_t remove_checkpoint(const Job& job) {
 }
 
 bool expire_if_due(const Job& job, std::time_t now) {
-    if (lock_holder(job)) {
+    const auto due_in = [&](const nlohmann::json& r) {
+        const std::time_t due = expires_at(r);
+        return r.value("state", "") == "suspended" && due >= 0 && due <= now;
+    };
+    if (!due_in(job.read_record())) {
+        return false;  // the common case: no lock taken, nothing written
+    }
+    // Only under the job's lock, taken without waiting: a job whose lock is held
+    // is running (a resume started on it), and its checkpoint is not ours to delete.
+    std::optional<JobLock> lock;
+    try {
+        lock.emplace(JobLock::acquire(job, "portal (expiring the job)"));
+    } catch (const JobBusy&) {
         return false;
     }
     bool expired = false;
     job.modify_record([&](nlohmann::json& r) {
-        const std::time_t due = expires_at(r);
-        if (r.value("state", "") == "suspended" && due >= 0 && due <= now) {
+        if (due_in(r)) {
             r["state"] = "expired";
-            r["expired_at"] = utc_iso(due);
+            r["expired_at"] = utc_iso(expires_at(r));
             expired = true;
         }
     });
@@ -78,6 +91,7 @@ std::vector<std::string> expire_due_jobs(const fs::path& home, std::time_t now) 
     std::vector<std::string> ids;
     for (const Job& job : list_jobs(home)) {
         try {
+            repair_job(job);  // leftovers of interrupted writers; a checkpoint the record missed
             if (expire_if_due(job, now)) ids.push_back(job.id);
         } catch (const JobError&) {
             // A damaged record is for `portal show` to report, not for expiry.

@@ -1,6 +1,8 @@
 // job_lock.cpp: see include/portal/job_lock.hpp.
 #include "portal/job_lock.hpp"
 
+#include "portal/store_trust.hpp"
+
 #include <cerrno>
 #include <cstring>
 #include <fcntl.h>
@@ -27,7 +29,7 @@ std::string read_all(int fd) {
 }  // namespace
 
 JobLock JobLock::acquire(const Job& job, const std::string& command) {
-    const int fd = open(job.lock_path().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
+    const int fd = open_store_file(job.lock_path(), O_RDWR | O_CREAT);  // no symlink, FIFO, other's file
     if (fd < 0) {
         throw JobError("job " + job.id + ": cannot open " + job.lock_path().string() + ": " + std::strerror(errno));
     }
@@ -61,7 +63,7 @@ JobLock::~JobLock() {
 }
 
 std::optional<std::string> lock_holder(const Job& job) {
-    const int fd = open(job.lock_path().c_str(), O_RDONLY | O_CLOEXEC);
+    const int fd = open_store_file(job.lock_path(), O_RDONLY);  // throws StoreUntrusted for a planted one
     if (fd < 0) {
         return std::nullopt;  // never run under a lock, so nobody holds it
     }

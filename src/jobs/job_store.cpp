@@ -1,6 +1,8 @@
 // job_store.cpp: see include/portal/job_store.hpp.
 #include "portal/job_store.hpp"
 
+#include "portal/store_trust.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <cstdio>
@@ -21,100 +23,162 @@ namespace fs = std::filesystem;
 
 namespace portal {
 
+namespace {
+
+// Deeper than any record Portal writes (runs[i].command[j] is 3 levels).
+constexpr int kRecordMaxDepth = 32;
+
+const char* type_word(const nlohmann::json& v) {
+    if (v.is_null()) return "null";
+    if (v.is_boolean()) return "a boolean";
+    if (v.is_number_integer()) return "an integer";
+    if (v.is_number()) return "a number";
+    if (v.is_string()) return "a string";
+    if (v.is_array()) return "an array";
+    if (v.is_object()) return "an object";
+    return "not JSON";
+}
+
+std::string wanted_words(unsigned types) {
+    static const std::pair<unsigned, const char*> names[] = {
+        {contract::kString, "a string"},   {contract::kInteger, "an integer"}, {contract::kArray, "an array"},
+        {contract::kObject, "an object"},  {contract::kNull, "null"},          {contract::kBoolean, "a boolean"},
+        {contract::kNumber, "a number"}};
+    std::string out;
+    for (const auto& [bit, word] : names) {
+        if (types & bit) out += (out.empty() ? "" : " or ") + std::string(word);
+    }
+    return out;
+}
+
+bool has_type(const nlohmann::json& v, unsigned types) {
+    return ((types & contract::kString) && v.is_string()) ||
+           ((types & contract::kInteger) && v.is_number_integer()) ||
+           ((types & contract::kArray) && v.is_array()) || ((types & contract::kObject) && v.is_object()) ||
+           ((types & contract::kNull) && v.is_null()) || ((types & contract::kBoolean) && v.is_boolean()) ||
+           ((types & contract::kNumber) && v.is_number());
+}
+
+template <std::size_t N>
+void check_fields(const nlohmann::json& object, const contract::Field (&fields)[N], const std::string& where) {
+    for (const contract::Field& f : fields) {
+        const auto it = object.find(f.name);
+        if (it != object.end() && !has_type(*it, f.types)) {
+            throw JobError("field '" + where + f.name + "' is " + type_word(*it) + ", not " + wanted_words(f.types));
+        }
+    }
+}
+
+}  // namespace
+
 fs::path portal_home() {
+    std::error_code ec;
     if (const char* env = std::getenv("PORTAL_HOME"); env && *env) {
-        return env;
+        // Absolute now: a program that chdir()s must not move the store.
+        fs::path abs = fs::absolute(env, ec).lexically_normal();
+        if (ec) return env;
+        if (abs.has_relative_path() && abs.filename().empty()) abs = abs.parent_path();  // "a/b/" -> "a/b"
+        return abs;
     }
     const char* home = std::getenv("HOME");
     if (!home || !*home) {
         const passwd* pw = getpwuid(getuid());
         home = pw ? pw->pw_dir : "/";
     }
-    return fs::path(home) / ".portal";
+    return fs::absolute(fs::path(home) / ".portal", ec).lexically_normal();
 }
 
-void make_private_dir(const fs::path& path) {
-    if (mkdir(path.c_str(), 0700) != 0 && errno != EEXIST) {
-        throw JobError("cannot create " + path.string() + ": " + std::strerror(errno));
-    }
-    struct stat st {};
-    if (lstat(path.c_str(), &st) != 0 || !S_ISDIR(st.st_mode)) {
-        throw JobError(path.string() + " is not a directory");
-    }
-    if (st.st_uid != geteuid()) {
-        throw JobError(path.string() + " belongs to another user: Portal keeps jobs only in a directory of yours");
-    }
-    if ((st.st_mode & 0777) != 0700 && chmod(path.c_str(), 0700) != 0) {
-        throw JobError("cannot make " + path.string() + " private (0700): " + std::strerror(errno));
-    }
-}
+void make_private_dir(const fs::path& path) { make_checked_dir(path); }
 
-nlohmann::json Job::read_record() const {
-    std::ifstream in(record_path());
-    if (!in) {
-        throw JobError("job " + id + ": cannot read " + record_path().string() + ": " + std::strerror(errno));
+nlohmann::json parse_record(const std::string& text) {
+    if (text.size() > kRecordMaxBytes) {
+        throw JobError("larger than " + std::to_string(kRecordMaxBytes) + " bytes");
     }
     nlohmann::json record;
     try {
-        record = nlohmann::json::parse(in);
+        // The callback bounds the nesting before anything deeper is built.
+        record = nlohmann::json::parse(text, [](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+            if (depth > kRecordMaxDepth) throw JobError("nested deeper than " + std::to_string(kRecordMaxDepth));
+            return true;
+        });
     } catch (const nlohmann::json::exception& e) {
-        throw JobError("job " + id + ": " + record_path().string() + " is not valid json: " + e.what());
+        std::string why = e.what();
+        if (why.find("UTF-8") != std::string::npos) throw JobError("not UTF-8 text");
+        if (why.find("number overflow") != std::string::npos) throw JobError("not valid json (a number too large)");
+        throw JobError("not valid json (" + why.substr(why.find(']') == std::string::npos ? 0 : why.find(']') + 2) + ")");
     }
     if (!record.is_object()) {
-        throw JobError("job " + id + ": " + record_path().string() + " is not a job record");
+        throw JobError(std::string("not a job record (") + type_word(record) + ", not an object)");
     }
-    const auto version = record.value("record_version", kRecordVersion);
-    if (version > kRecordVersion) {
-        throw JobError("job " + id + ": its record is version " + std::to_string(version) +
+    check_fields(record, contract::kFields, "");
+    const auto version = record.find("record_version");
+    if (version != record.end() && version->get<std::int64_t>() > kRecordVersion) {
+        throw JobError("its record is version " + std::to_string(version->get<std::int64_t>()) +
                        ", newer than this portal reads (" + std::to_string(kRecordVersion) +
                        "): use the portal that made it");
+    }
+    if (const auto state = record.find("state"); state != record.end()) {
+        bool known = false;
+        for (const char* s : contract::kStates) known = known || *state == s;
+        if (!known) throw JobError("field 'state' is not a state Portal writes");
+    }
+    if (const auto program = record.find("program"); program != record.end()) {
+        check_fields(*program, contract::kProgramFields, "program.");
+    }
+    if (const auto runs = record.find("runs"); runs != record.end()) {
+        for (std::size_t i = 0; i < runs->size(); ++i) {
+            const nlohmann::json& run = (*runs)[i];
+            const std::string where = "runs[" + std::to_string(i) + "].";
+            if (!run.is_object()) {
+                throw JobError("field '" + where.substr(0, where.size() - 1) + "' is " + type_word(run) +
+                               ", not an object");
+            }
+            check_fields(run, contract::kRunFields, where);
+        }
     }
     return record;
 }
 
+nlohmann::json Job::read_record() const {
+    open_private_dir(dir);  // the job's directory first: another user's is refused unread
+    try {
+        return parse_record(read_store_file(record_path(), kRecordMaxBytes));
+    } catch (const StoreUntrusted&) {
+        throw;
+    } catch (const JobError& e) {
+        const std::string why = e.what();
+        const std::string path = record_path().string() + ": ";
+        // read_store_file names the path itself; parse_record does not.
+        throw JobError("job " + id + ": " + (why.rfind(path, 0) == 0 ? why : path + why));
+    }
+}
+
 void Job::write_record(const nlohmann::json& record, bool durable) const {
-    const fs::path tmp = record_path().string() + ".tmp" + std::to_string(getpid());
     // Replace, not throw, on bytes that are not UTF-8 (an argv of raw bytes).
     const std::string text = record.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
-    const int fd = open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        throw JobError("job " + id + ": cannot write " + tmp.string() + ": " + std::strerror(errno));
-    }
-    fchmod(fd, 0600);  // 0600 whatever the umask
-    const char* p = text.data();
-    std::size_t left = text.size();
-    while (left > 0) {
-        const ssize_t n = write(fd, p, left);
-        if (n < 0 && errno == EINTR) continue;
-        if (n <= 0) {
-            const int err = errno;
-            close(fd);
-            unlink(tmp.c_str());
-            throw JobError("job " + id + ": cannot write " + tmp.string() + ": " + std::strerror(err));
-        }
-        p += n;
-        left -= static_cast<std::size_t>(n);
-    }
-    if (durable) {
-        fsync(fd);
-    }
-    close(fd);
-    if (rename(tmp.c_str(), record_path().c_str()) != 0) {
-        const int err = errno;
-        unlink(tmp.c_str());
-        throw JobError("job " + id + ": cannot replace " + record_path().string() + ": " + std::strerror(err));
+    try {
+        write_file_atomically(record_path(), text, durable);
+    } catch (const JobError& e) {
+        throw JobError("job " + id + ": " + e.what());
     }
 }
 
 nlohmann::json Job::modify_record(const std::function<void(nlohmann::json&)>& change) const {
-    // The lock is on the job's directory itself: no file to create for it.
-    const int fd = open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) {
-        throw JobError("job " + id + ": cannot open " + dir.string() + ": " + std::strerror(errno));
-    }
+    // The lock is on the job's directory itself, opened and checked as ours.
+    const CheckedDir checked = open_private_dir(dir);
+    const int fd = checked.fd();
     while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
     }
-    try {
+    {
+        // Every writer of job.json (this one, python/_portal/jobs.py) holds this
+        // flock while its temporary file exists: one seen now is an interrupted
+        // writer's, never to be renamed in.
+        std::error_code ec;
+        for (const auto& entry : fs::directory_iterator(dir, ec)) {
+            if (is_record_temp(entry.path().filename().string())) unlinkat(fd, entry.path().filename().c_str(), 0);
+        }
+    }
+    {
         nlohmann::json record = read_record();
         const nlohmann::json before = record;
         change(record);
@@ -122,11 +186,7 @@ nlohmann::json Job::modify_record(const std::function<void(nlohmann::json&)>& ch
             record["updated"] = utc_iso(std::time(nullptr));
             write_record(record, false);
         }
-        close(fd);
-        return record;
-    } catch (...) {
-        close(fd);
-        throw;
+        return record;  // the flock goes with the descriptor
     }
 }
 
@@ -135,24 +195,25 @@ nlohmann::json Job::update_record(const nlohmann::json& fields) const {
 }
 
 Job create_job(const fs::path& home, const std::string& stem, nlohmann::json record) {
-    make_private_dir(home);
-    make_private_dir(home / "jobs");
+    const CheckedDir store = trust_store(home, StoreUse::Create);
+    make_private_dir(store.path() / "jobs");
     std::string clean;
-    for (char c : stem.substr(0, 32)) {
+    for (char c : stem.substr(0, contract::kIdStemMax)) {
         const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
         clean += ok ? c : '_';
     }
     if (clean.empty()) clean = "job";
     std::random_device random;
     for (int attempt = 0; attempt < 100; ++attempt) {
-        char hex[7];
-        std::snprintf(hex, sizeof hex, "%06x", random() & 0xffffffu);
-        Job job{clean + "-" + hex, home / "jobs" / (clean + "-" + hex)};
+        char hex[contract::kIdHexDigits + 1];
+        std::snprintf(hex, sizeof hex, "%0*x", contract::kIdHexDigits,
+                      random() & ((1u << (4 * contract::kIdHexDigits)) - 1));
+        Job job{clean + "-" + hex, store.path() / "jobs" / (clean + "-" + hex)};
         if (mkdir(job.dir.c_str(), 0700) != 0) {
             if (errno == EEXIST) continue;
             throw JobError("cannot create " + job.dir.string() + ": " + std::strerror(errno));
         }
-        chmod(job.dir.c_str(), 0700);
+        make_private_dir(job.dir);  // checked, and 0700 whatever the umask
         record["record_version"] = kRecordVersion;
         record["id"] = job.id;
         record["created"] = record["updated"] = utc_iso(std::time(nullptr));
@@ -182,8 +243,14 @@ std::time_t parse_utc_iso(const std::string& text) {
 std::vector<Job> list_jobs(const fs::path& home) {
     std::vector<Job> jobs;
     std::error_code ec;
+    if (!fs::exists(fs::symlink_status(home / "jobs", ec))) {
+        return jobs;  // nothing run yet
+    }
+    const CheckedDir checked = open_private_dir(home / "jobs");  // throws StoreUntrusted
     for (const auto& entry : fs::directory_iterator(home / "jobs", ec)) {
-        if (entry.is_directory(ec)) {
+        // A symlink is listed too, to be shown refused, never followed.
+        const fs::file_type type = entry.symlink_status(ec).type();
+        if (type == fs::file_type::directory || type == fs::file_type::symlink) {
             jobs.push_back(Job{entry.path().filename().string(), entry.path()});
         }
     }

@@ -1,6 +1,9 @@
 // output_tee.cpp: see include/portal/output_tee.hpp.
 #include "portal/output_tee.hpp"
 
+#include "portal/log.hpp"
+#include "portal/store_trust.hpp"
+
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -70,11 +73,16 @@ bool open_pty_like(int real, int* master, int* slave) {
 }  // namespace
 
 OutputTee::OutputTee(const std::filesystem::path& log) {
-    log_fd_ = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    try {
+        // O_NOFOLLOW, O_NONBLOCK, checked ours on the descriptor, 0600 (store_trust.hpp).
+        log_fd_ = open_store_file(log, O_WRONLY | O_CREAT | O_APPEND);
+    } catch (const JobError& e) {
+        log::say("store", e.what());  // the program runs, its output not kept
+        log_fd_ = -1;
+    }
     if (log_fd_ < 0) {
         return;
     }
-    fchmod(log_fd_, 0600);  // whatever the umask
     // Each stream: a pipe if it is a file or a pipe, a pseudo-terminal if it is a
     // terminal (so that the program still sees one: isatty, its size, line
     // buffering), nothing if it is closed.  Two streams on the same file, pipe or

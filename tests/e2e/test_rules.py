@@ -133,7 +133,8 @@ def test_an_unsaveable_object_ends_the_job_naming_it(corpus):
 def test_a_full_disk_ends_the_job_leaving_no_partial_checkpoint(corpus, tmp_path):
     home = tmp_path / "small-disk"
     home.mkdir()
-    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(home)],
+    # mode=0700: a store of the user's own (a tmpfs root is 1777, which the store rule refuses)
+    mounted = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m,mode=0700", "tmpfs", str(home)],
                              capture_output=True)
     if mounted.returncode != 0:
         pytest.skip(f"cannot mount a 4 MiB tmpfs here: {mounted.stderr.decode().strip()}")

@@ -127,5 +127,12 @@ TEST(PortalHome, EnvironmentWins) {
     if (old_home) setenv("HOME", saved.c_str(), 1); else unsetenv("HOME");
 }
 
+TEST(PortalHome, ARelativeOneIsMadeAbsoluteAgainstTheWorkingDirectory) {
+    setenv("PORTAL_HOME", "rel/./store/", 1);
+    EXPECT_EQ(portal_home(), fs::current_path() / "rel" / "store");
+    EXPECT_TRUE(portal_home().is_absolute());
+    unsetenv("PORTAL_HOME");
+}
+
 }  // namespace
 }  // namespace portal
