@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "portal/frame_access.h"
+#include "untraced.h"
 
 static int exit_by_sigint_registered = 0;
 
@@ -96,11 +97,13 @@ static PyObject *toplevel_run(PyObject *self, PyObject *args)
         return NULL;
     }
 
+    /* The program runs, and its uncaught exception is reported (sys.excepthook),
+     * at the bottom of the stack: no bootstrap frames under it, recursion depth
+     * counted from zero, as under python's main. */
     portal_frame_link link = portal_frame_detach_caller();
     PyObject *result = PyCode_Check(target)
         ? PyEval_EvalCode(target, arg, arg)   /* new */
         : PyObject_Call(target, arg, NULL);   /* new */
-    portal_frame_reattach(link);
 
     /* CPython's file runner flushes stderr, then stdout, once the script is done,
      * whether it returned or raised; without it the interpreter's finalisation
@@ -109,11 +112,15 @@ static PyObject *toplevel_run(PyObject *self, PyObject *args)
     if (flush) {
         flush_io();
     }
+    PyObject *status = NULL; /* new */
     if (result == NULL) {
-        return toplevel_failed(0);
+        status = toplevel_failed(0);
+    } else {
+        Py_DECREF(result);
+        status = Py_NewRef(Py_None);
     }
-    Py_DECREF(result);
-    Py_RETURN_NONE;
+    portal_frame_reattach(link);
+    return status;
 }
 
 /* fail(exc, flush_io) -> exit status: report `exc` (raised before the program
@@ -131,7 +138,10 @@ static PyObject *toplevel_fail(PyObject *self, PyObject *args)
         return NULL;
     }
     PyErr_SetObject((PyObject *)Py_TYPE(exc), exc); /* does not steal */
-    return toplevel_failed(flush);
+    portal_frame_link link = portal_frame_detach_caller();
+    PyObject *status = toplevel_failed(flush); /* new, or NULL */
+    portal_frame_reattach(link);
+    return status;
 }
 
 static PyMethodDef toplevel_methods[] = {
@@ -152,5 +162,9 @@ static struct PyModuleDef toplevel_module = {
 
 PyMODINIT_FUNC PyInit__toplevel(void)
 {
-    return PyModule_Create(&toplevel_module);
+    PyObject *module = PyModule_Create(&toplevel_module); /* new */
+    if (module != NULL && portal_untraced_add_type(module) < 0) {
+        Py_CLEAR(module);
+    }
+    return module;
 }
