@@ -116,6 +116,32 @@ CASES = [
     Case("main_pattern_help", ["main_pattern.py", "--help"], expect=[b"usage: main_pattern.py"]),
     Case("main_pattern_usage_error", ["main_pattern.py"], rc=2, expect=[b"required: word"]),
     Case("main_pattern_status", ["main_pattern.py", "fail"], rc=4),
+    # the recursion limit: Portal's frames under the program do not count
+    Case("recursion_runaway", ["recursion_runaway.py"], rc=1,
+         expect=[b"[Previous line repeated 996 more times]", b"RecursionError"]),
+    Case("recursion_runaway_in_loop", ["recursion_runaway.py", "in-loop"], rc=1,
+         expect=[b"[Previous line repeated 996 more times]"]),
+    Case("recursion_limit", ["recursion_limit.py"], rc=1,
+         expect=[b"limit 1000", b"module level: cannot set the recursion limit to 1 at the "
+                 b"recursion depth 2", b"reach (998,", b"limit set 120 reach (118,",
+                 b"excepthook ValueError cannot set the recursion limit to 1 at the "
+                 b"recursion depth 3: the limit is too low ['hook'] 998"]),
+    Case("recursion_limit_module", ["-m", "recursion_limit"], rc=1, expect=[b"reach (99"]),
+    Case("recursion_limit_command", ["-c", "import sys, runpy\n"
+                                           "runpy.run_path('recursion_limit.py')"], rc=1,
+         expect=[b"limit set 120"]),
+    Case("recursion_runaway_command", ["-c", "def f(): return f()\nf()"], rc=1,
+         expect=[b"[Previous line repeated 996 more times]"]),
+    # tracers and profilers: the instrumented loops' handlers and Portal's builtins
+    # give no events of their own
+    Case("trace_loops", ["trace_loops.py", "no-return-line"],
+         expect=[b"('exception', 'leave_for', 32, 'ValueError')", b"('P', 'return', 'nested'",
+                 b"('line', 'training', 121, '')"]),
+    Case("trace_loops_return_line", ["trace_loops.py"],
+         expect=[b"('return', 'leave_for', 32, 'None')"],
+         known_difference="a frame left by an exception through a wrapped loop ends on the "
+                          "handler's line-less re-raise: f_lineno is None in its 'return' "
+                          "event (docs/architecture.md)"),
     # uncaught exceptions and syntax errors
     Case("exception_uncaught", ["exc_uncaught.py"], rc=1, expect=[b"KeyError: 'missing'"]),
     Case("exception_chained", ["exc_chained.py"], rc=1,
