@@ -16,6 +16,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stddef.h>
+#include <structmember.h>
 
 #include "untraced.h"
 #include "portal/frame_access.h"
@@ -87,6 +88,12 @@ static PyObject *untraced_vectorcall(PyObject *self, PyObject *const *args, size
     return result;
 }
 
+static PyMemberDef untraced_members[] = {
+    {"__wrapped__", T_OBJECT, offsetof(untraced_object, func), READONLY,
+     "the callable called unseen"},
+    {NULL, 0, 0, 0, NULL},
+};
+
 static PyTypeObject untraced_type = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "_portal._toplevel.Untraced",
@@ -94,6 +101,7 @@ static PyTypeObject untraced_type = {
     .tp_basicsize = sizeof(untraced_object),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_vectorcall_offset = offsetof(untraced_object, vectorcall),
+    .tp_members = untraced_members,
     .tp_new = untraced_new,
     .tp_call = PyVectorcall_Call,
     .tp_traverse = untraced_traverse,
