@@ -134,14 +134,10 @@ CASES = [
          expect=[b"[Previous line repeated 996 more times]"]),
     # tracers and profilers: the instrumented loops' handlers and Portal's builtins
     # give no events of their own
-    Case("trace_loops", ["trace_loops.py", "no-return-line"],
-         expect=[b"('exception', 'leave_for', 32, 'ValueError')", b"('P', 'return', 'nested'",
-                 b"('line', 'training', 121, '')"]),
-    Case("trace_loops_return_line", ["trace_loops.py"],
-         expect=[b"('return', 'leave_for', 32, 'None')"],
-         known_difference="a frame left by an exception through a wrapped loop ends on the "
-                          "handler's line-less re-raise: f_lineno is None in its 'return' "
-                          "event (docs/architecture.md)"),
+    Case("trace_loops", ["trace_loops.py"],
+         expect=[b"('exception', 'leave_for', 28, 'ValueError')", b"('P', 'return', 'nested', 55)",
+                 b"('line', 'training', 117, '')", b"('return', 'leave_for', 28, 'None')",
+                 b"('return', 'finally_in_loop', 97, 'None')", b"('return', 'ki', 77, 'None')"]),
     # uncaught exceptions and syntax errors
     Case("exception_uncaught", ["exc_uncaught.py"], rc=1, expect=[b"KeyError: 'missing'"]),
     Case("exception_chained", ["exc_chained.py"], rc=1,

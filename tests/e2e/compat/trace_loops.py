@@ -1,27 +1,23 @@
 """What sys.settrace and sys.setprofile functions see of loops left by an
 exception (and of one whose body calls .backward(), where Portal notes the
-iteration's start): every event, its function, line and argument, as python
-reports them.  With `no-return-line`, the frame's line in 'return' events is left
-out (the one difference left under Portal, docs/architecture.md)."""
+iteration's start): every event, its function, the frame's line (in a 'return'
+event too: where the frame stopped) and argument, as python reports them."""
 import sys
 
 LOG = []
-RETURN_LINE = "no-return-line" not in sys.argv[1:]
 
 
 def tracer(frame, event, arg):
     if frame.f_code.co_filename != __file__:
         return tracer
     a = arg[0].__name__ if event == "exception" else (repr(arg) if event == "return" else "")
-    line = frame.f_lineno if event != "return" or RETURN_LINE else "-"
-    LOG.append((event, frame.f_code.co_name, line, a))
+    LOG.append((event, frame.f_code.co_name, frame.f_lineno, a))
     return tracer
 
 
 def profiler(frame, event, arg):
     name = getattr(arg, "__name__", "") if event.startswith("c_") else frame.f_code.co_name
-    line = frame.f_lineno if event != "return" or RETURN_LINE else "-"
-    LOG.append(("P", event, name, line))
+    LOG.append(("P", event, name, frame.f_lineno))
 
 
 def leave_for(n):

@@ -1365,3 +1365,39 @@ def test_module_code_has_no_fast_locals():
     co = compile("x = 1\nfor i in range(3):\n    x += i\n", "<m>", "exec")
     assert cm.dead_locals_at(co, 0) == set()
     assert cm.live_locals_at(co, 0) == set()
+
+
+# --------------------------------------------------------------------------
+# the handlers as the instrumenter leaves them (reraise.py: lasti pushed)
+
+def test_sites_of_reraise_handlers_are_the_compiled_ones():
+    """reraise.py gives every loop handler the lasti flag: the sites found in its
+    output are those of the code as compiled (same body start, depth, stack kinds,
+    iterator), with lasti set (so no live handler was left as compiled); over the
+    stdlib's instrumented modules."""
+    from _portal import instrument, reraise
+    n = 0
+    for path, src in stdlib_sources()[::7]:
+        try:
+            tree = ast.parse(src)
+        except SyntaxError:
+            continue
+        tree, lines = instrument.instrument(tree)
+        try:
+            plain = compile(tree, path, "exec", dont_inherit=True)
+        except SyntaxError:
+            continue
+        patched = reraise.keep_lines(plain, cm.RESCUE_NAME)
+        pairs = list(zip(all_codes(plain), all_codes(patched)))
+        for a, b in pairs:
+            for line in {k for k in a.co_consts if type(k) is int} & set(lines):
+                try:
+                    before = cm.find_loops(a, line)
+                except cm.NotResumable as e:
+                    with pytest.raises(cm.NotResumable):
+                        cm.find_loops(b, line)
+                    continue
+                after = cm.find_loops(b, line)
+                assert [s._replace(lasti=True) for s in before] == after, (path, line)
+                n += len(after)
+    assert n >= 1000
