@@ -36,6 +36,11 @@ typedef struct portal_frame_link {
 portal_frame_link portal_frame_detach_caller(void);
 void portal_frame_reattach(portal_frame_link link);
 
+/* Make `levels` more levels of recursion available to this thread (negative:
+ * take them back): for a C call that stands in for one python makes without
+ * counting a level (restore's Reenter). */
+void portal_recursion_shift(int levels);
+
 /* ---- calls no tracer sees ---------------------------------------------------- */
 
 /* Pause sys.settrace/sys.setprofile for this thread: the Python code called until

@@ -43,6 +43,12 @@ void portal_frame_reattach(portal_frame_link link)
     tstate->recursion_remaining = tstate->recursion_limit - link.depth;
 }
 
+void portal_recursion_shift(int levels)
+{
+    PyThreadState *tstate = PyThreadState_Get(); /* borrowed */
+    tstate->recursion_remaining += levels;
+}
+
 /* ---- calls no tracer sees ---------------------------------------------------- */
 
 /* 3.11: call_trace() and the profile hooks do nothing while tstate->tracing is

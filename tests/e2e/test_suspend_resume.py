@@ -418,6 +418,16 @@ CASES = [
     Case("loop_in_except_block_module_level", "except_block.py", ["module"],
          fake=[oom("except_block.py", "oom", 2)], stops=[Stop("loop", iteration=2)],
          expect=["bare raise re-raises it: True"]),
+    # the recursion depth after a resume: re-entered callers count as under python
+    Case("recursion_depth_function_call_ex", "recursion_depth.py",
+         fake=[oom("recursion_depth.py", "f_oom", 2)],
+         stops=[Stop("f_loop", "f", 2, at="f_oom")], expect=["f 2 5 996"]),
+    Case("recursion_depth_init", "recursion_depth.py",
+         fake=[oom("recursion_depth.py", "init_oom", 2)],
+         stops=[Stop("init_loop", "__init__", 2, at="init_oom")], expect=["init 2 ('6', 995)"]),
+    Case("recursion_depth_method", "recursion_depth.py",
+         fake=[oom("recursion_depth.py", "run_oom", 3)],
+         stops=[Stop("run_loop", "run", 3, at="run_oom")], expect=["method 2 5 1992"]),
     # files and with blocks
     Case("with_open_module_level", "with_open.py", ["module"],
          fake=[oom("with_open.py", "oom", 5)], stops=[Stop("loop", iteration=5)]),
