@@ -11,7 +11,10 @@
  *  - an Untraced object is not a builtin function or method descriptor, the only
  *    callables whose calls CPython 3.11 reports as 'c_call'/'c_return' events.
  * Python frames are not added either: `func` still finds the calling frame as
- * sys._getframe(1).
+ * sys._getframe(1).  Nor recursion depth: a RecursionError unwinding through
+ * the loops of a recursive function calls the rescue at the very limit, where its
+ * own frames would raise a second RecursionError over the program's; `func` runs
+ * with UNTRACED_RECURSION_LEVELS levels lent above the program's limit.
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
@@ -20,6 +23,11 @@
 
 #include "untraced.h"
 #include "portal/frame_access.h"
+
+/* Recursion levels lent to `func` above whatever the program has left: the rescue
+ * decides in a few frames, and a real rescue (capture, checkpoint) stays well
+ * within this. */
+#define UNTRACED_RECURSION_LEVELS 200
 
 typedef struct {
     PyObject_HEAD
@@ -69,7 +77,8 @@ static void untraced_dealloc(PyObject *self)
     Py_TYPE(self)->tp_free(self);
 }
 
-/* func(*args, **kwargs) with tracing and profiling paused; returns its result
+/* func(*args, **kwargs) with tracing and profiling paused and recursion levels
+ * lent; returns its result
  * (new reference) or NULL with its exception.  The arguments are the caller's
  * (borrowed), passed on as they came. */
 static PyObject *untraced_vectorcall(PyObject *self, PyObject *const *args, size_t nargsf,
@@ -82,7 +91,9 @@ static PyObject *untraced_vectorcall(PyObject *self, PyObject *const *args, size
     }
     Py_INCREF(func); /* kept alive even if the call clears self */
     portal_trace_pause pause = portal_trace_pause_begin();
+    portal_recursion_shift(UNTRACED_RECURSION_LEVELS);
     PyObject *result = PyObject_Vectorcall(func, args, nargsf, kwnames); /* new */
+    portal_recursion_shift(-UNTRACED_RECURSION_LEVELS);
     portal_trace_resume(pause);
     Py_DECREF(func);
     return result;

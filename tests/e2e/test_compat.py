@@ -121,6 +121,8 @@ CASES = [
          expect=[b"[Previous line repeated 996 more times]", b"RecursionError"]),
     Case("recursion_runaway_in_loop", ["recursion_runaway.py", "in-loop"], rc=1,
          expect=[b"[Previous line repeated 996 more times]"]),
+    Case("recursion_runaway_through_loops", ["recursion_runaway.py", "looping"], rc=1,
+         expect=[b"[Previous line repeated 995 more times]", b"in comparison"]),
     Case("recursion_limit", ["recursion_limit.py"], rc=1,
          expect=[b"limit 1000", b"module level: cannot set the recursion limit to 1 at the "
                  b"recursion depth 2", b"reach (998,", b"limit set 120 reach (118,",
