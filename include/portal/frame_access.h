@@ -40,6 +40,8 @@ void portal_frame_reattach(portal_frame_link link);
  * take them back): for a C call that stands in for one python makes without
  * counting a level (restore's Reenter). */
 void portal_recursion_shift(int levels);
+/* Recursion levels this thread has left before RecursionError. */
+int portal_recursion_remaining(void);
 
 /* ---- calls no tracer sees ---------------------------------------------------- */
 

@@ -49,6 +49,11 @@ void portal_recursion_shift(int levels)
     tstate->recursion_remaining += levels;
 }
 
+int portal_recursion_remaining(void)
+{
+    return PyThreadState_Get()->recursion_remaining;
+}
+
 /* ---- calls no tracer sees ---------------------------------------------------- */
 
 /* 3.11: call_trace() and the profile hooks do nothing while tstate->tracing is

@@ -18,6 +18,25 @@
 
 static int exit_by_sigint_registered = 0;
 
+/* Recursion levels the bootstrap needs once the program's top level is over
+ * (run() returned: the report of an unrescued out-of-memory error, the clean-up
+ * of __main__, the exit).  A program that lowered its recursion limit below the
+ * bootstrap's own depth would make those steps raise RecursionError: what is
+ * missing is lent until settle(). */
+#define BOOT_LEVELS_AFTER_RUN 50
+static int boot_levels_lent = 0;
+
+/* Lend the bootstrap what it lacks of BOOT_LEVELS_AFTER_RUN. */
+static void lend_boot_levels(void)
+{
+    int room = portal_recursion_remaining();
+    if (room < BOOT_LEVELS_AFTER_RUN) {
+        int lend = BOOT_LEVELS_AFTER_RUN - room;
+        portal_recursion_shift(lend);
+        boot_levels_lent += lend;
+    }
+}
+
 /* Py_AtExit callback: the last step of Py_FinalizeEx.  CPython's main exits by
  * SIGINT after an unhandled KeyboardInterrupt, so that a calling shell learns of
  * the ^C; the interpreter process does the same. */
@@ -120,7 +139,21 @@ static PyObject *toplevel_run(PyObject *self, PyObject *args)
         status = Py_NewRef(Py_None);
     }
     portal_frame_reattach(link);
+    if (status != NULL) {
+        lend_boot_levels(); /* a SystemExit only propagates: no step of ours runs */
+    }
     return status;
+}
+
+/* settle() -> None: take back the recursion levels lent to the bootstrap since
+ * run() returned; the bootstrap's last step, before the interpreter finalises. */
+static PyObject *toplevel_settle(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    portal_recursion_shift(-boot_levels_lent);
+    boot_levels_lent = 0;
+    Py_RETURN_NONE;
 }
 
 /* fail(exc, flush_io) -> exit status: report `exc` (raised before the program
@@ -149,6 +182,8 @@ static PyMethodDef toplevel_methods[] = {
      "run(target, arg, flush_io=False): run the program's top level as python's main does."},
     {"fail", toplevel_fail, METH_VARARGS,
      "fail(exc, flush_io=False): report an exception raised before the program started."},
+    {"settle", toplevel_settle, METH_NOARGS,
+     "settle(): take back the recursion levels lent to the bootstrap after run()."},
     {NULL, NULL, 0, NULL},
 };
 

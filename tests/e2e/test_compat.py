@@ -132,6 +132,16 @@ CASES = [
     Case("recursion_limit_command", ["-c", "import sys, runpy\n"
                                            "runpy.run_path('recursion_limit.py')"], rc=1,
          expect=[b"limit set 120"]),
+    Case("recursion_limit_low", ["recursion_limit_low.py"],
+         expect=[b"limit 4", b"atexit: cannot set the recursion limit to 1 at the recursion "
+                 b"depth 2: the limit is too low 4"]),
+    Case("recursion_limit_low_raise", ["recursion_limit_low.py", "raise"], rc=1,
+         expect=[b"ValueError: with a low limit", b"atexit: cannot set"]),
+    Case("recursion_limit_low_exit", ["recursion_limit_low.py", "exit"], rc=3,
+         expect=[b"atexit: cannot set"]),
+    Case("recursion_limit_low_module", ["-m", "recursion_limit_low", "raise"], rc=1,
+         expect=[b"cannot set the recursion limit to 4 at the recursion depth 5",  # runpy's
+                 b"atexit: cannot set"]),
     Case("recursion_runaway_command", ["-c", "def f(): return f()\nf()"], rc=1,
          expect=[b"[Previous line repeated 996 more times]"]),
     # tracers and profilers: the instrumented loops' handlers and Portal's builtins
