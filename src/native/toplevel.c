@@ -10,6 +10,7 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -25,6 +26,10 @@ static int exit_by_sigint_registered = 0;
  * missing is lent until settle(). */
 #define BOOT_LEVELS_AFTER_RUN 50
 static int boot_levels_lent = 0;
+
+/* The program's recursion limit saved with a suspended job, set when run()
+ * starts the program's top level again (0: none). */
+static int program_recursion_limit = 0;
 
 /* Lend the bootstrap what it lacks of BOOT_LEVELS_AFTER_RUN. */
 static void lend_boot_levels(void)
@@ -120,6 +125,10 @@ static PyObject *toplevel_run(PyObject *self, PyObject *args)
      * at the bottom of the stack: no bootstrap frames under it, recursion depth
      * counted from zero, as under python's main. */
     portal_frame_link link = portal_frame_detach_caller();
+    if (program_recursion_limit > 0) {
+        Py_SetRecursionLimit(program_recursion_limit); /* at depth zero: never refused */
+        program_recursion_limit = 0;
+    }
     PyObject *result = PyCode_Check(target)
         ? PyEval_EvalCode(target, arg, arg)   /* new */
         : PyObject_Call(target, arg, NULL);   /* new */
@@ -156,6 +165,23 @@ static PyObject *toplevel_settle(PyObject *self, PyObject *args)
     Py_RETURN_NONE;
 }
 
+/* set_program_recursion_limit(n) -> None: the limit the next run() sets for the
+ * program (a resumed job's own; 0: leave it). */
+static PyObject *toplevel_set_program_recursion_limit(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long limit = PyLong_AsLong(arg);
+    if (limit == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (limit < 0 || limit > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "set_program_recursion_limit: out of range");
+        return NULL;
+    }
+    program_recursion_limit = (int)limit;
+    Py_RETURN_NONE;
+}
+
 /* fail(exc, flush_io) -> exit status: report `exc` (raised before the program
  * started, e.g. the script's SyntaxError) as run() reports an uncaught exception. */
 static PyObject *toplevel_fail(PyObject *self, PyObject *args)
@@ -182,6 +208,8 @@ static PyMethodDef toplevel_methods[] = {
      "run(target, arg, flush_io=False): run the program's top level as python's main does."},
     {"fail", toplevel_fail, METH_VARARGS,
      "fail(exc, flush_io=False): report an exception raised before the program started."},
+    {"set_program_recursion_limit", toplevel_set_program_recursion_limit, METH_O,
+     "set_program_recursion_limit(n): the recursion limit the next run() gives the program."},
     {"settle", toplevel_settle, METH_NOARGS,
      "settle(): take back the recursion levels lent to the bootstrap after run()."},
     {NULL, NULL, 0, NULL},

@@ -428,6 +428,12 @@ CASES = [
     Case("recursion_depth_method", "recursion_depth.py",
          fake=[oom("recursion_depth.py", "run_oom", 3)],
          stops=[Stop("run_loop", "run", 3, at="run_oom")], expect=["method 2 5 1992"]),
+    Case("recursion_limit_kept_high", "recursion_limit_set.py", ["2500"],
+         fake=[oom("recursion_limit_set.py", "oom", 2)], stops=[Stop("loop", iteration=2)],
+         expect=["2 2500 2498"]),
+    Case("recursion_limit_kept_low", "recursion_limit_set.py", ["40"],
+         fake=[oom("recursion_limit_set.py", "oom", 2)], stops=[Stop("loop", iteration=2)],
+         expect=["2 40 38"]),
     # files and with blocks
     Case("with_open_module_level", "with_open.py", ["module"],
          fake=[oom("with_open.py", "oom", 5)], stops=[Stop("loop", iteration=5)]),
