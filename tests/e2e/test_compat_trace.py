@@ -8,7 +8,6 @@ main script) and once imported by a small script beside it (instrumented by the
 import hook), under /usr/bin/python3 and under portal-run: every case must get the
 verdict it gets under python, and the copy must really have been instrumented.
 """
-import os
 import re
 import shutil
 import subprocess

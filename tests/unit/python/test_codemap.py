@@ -1393,7 +1393,7 @@ def test_sites_of_reraise_handlers_are_the_compiled_ones():
             for line in {k for k in a.co_consts if type(k) is int} & set(lines):
                 try:
                     before = cm.find_loops(a, line)
-                except cm.NotResumable as e:
+                except cm.NotResumable:
                     with pytest.raises(cm.NotResumable):
                         cm.find_loops(b, line)
                     continue
