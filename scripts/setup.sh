@@ -23,6 +23,8 @@ packages=(
   python3 python3-dev libpython3.11-dev
   # what the programs, tests and examples use
   python3-numpy python3-torch python3-pytest python3-tqdm
+  # CPython's own test suite: test_sys_settrace run instrumented (e2e.compat)
+  libpython3.11-testsuite
   # C++ libraries
   pybind11-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libgtest-dev
 )

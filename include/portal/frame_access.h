@@ -22,14 +22,38 @@ extern "C" {
 /* An opaque saved link to the Python frame that is running the caller. */
 typedef struct portal_frame_link {
     void *frame; /* struct _PyInterpreterFrame * (lives on the data stack) */
+    int depth;   /* the recursion depth the caller's frames had used */
 } portal_frame_link;
 
 /* Make the next Python frame entered on this thread a bottom frame: it gets no
  * f_back, so tracebacks, sys._getframe() and warnings see the program's own frames
- * only, as under `python script.py`.  Must be undone by portal_frame_reattach()
- * with the returned link before the caller's frame runs again. */
+ * only, as under `python script.py`; and the recursion depth starts again from
+ * zero, so the frames under it do not count against sys.getrecursionlimit()
+ * (RecursionError, sys.setrecursionlimit()'s "at the recursion depth N" see
+ * python's depths).  Must be undone by portal_frame_reattach() with the returned
+ * link before the caller's frame runs again (under the recursion limit in force
+ * then, which the program may have changed). */
 portal_frame_link portal_frame_detach_caller(void);
 void portal_frame_reattach(portal_frame_link link);
+
+/* Make `levels` more levels of recursion available to this thread (negative:
+ * take them back): for a C call that stands in for one python makes without
+ * counting a level (restore's Reenter). */
+void portal_recursion_shift(int levels);
+/* Recursion levels this thread has left before RecursionError. */
+int portal_recursion_remaining(void);
+
+/* ---- calls no tracer sees ---------------------------------------------------- */
+
+/* Pause sys.settrace/sys.setprofile for this thread: the Python code called until
+ * portal_trace_resume() gives no trace or profile events (as inside a trace
+ * function).  Pairs nest; each resume undoes exactly its pause. */
+typedef struct portal_trace_pause {
+    int use_tracing; /* the running C frame's flag before the pause */
+} portal_trace_pause;
+
+portal_trace_pause portal_trace_pause_begin(void);
+void portal_trace_resume(portal_trace_pause pause);
 
 /* ---- reading a live frame (capture) --------------------------------------- */
 

@@ -162,10 +162,15 @@ def _fresh_main_dict():
     return main.__dict__
 
 
-def _exit(status):
-    """Leave with python's exit status for an uncaught exception (already reported)."""
-    if status is not None:
-        raise SystemExit(status)
+def _exit(toplevel, status):
+    """Leave with python's exit status for an uncaught exception (already reported).
+    The recursion levels lent to the bootstrap for its last steps after the
+    program's top level (it may have set a limit below the bootstrap's own depth)
+    are taken back first: atexit handlers run at python's depth and limit."""
+    leave = SystemExit(status) if status is not None else None  # made while lent
+    toplevel.settle()
+    if leave is not None:
+        raise leave
 
 
 def _run_script(toplevel, path, args, package_dir):
@@ -210,7 +215,7 @@ def _run_script(toplevel, path, args, package_dir):
     if status is not None:  # the script's own syntax error, reported as python does
         globals_.pop("__file__", None)
         globals_.pop("__cached__", None)
-        _exit(status)
+        _exit(toplevel, status)
     _run_main(toplevel, runtime, code, globals_)
 
 
@@ -226,7 +231,7 @@ def _run_main(toplevel, runtime, code, globals_):
     # CPython removes them once the script is done (before atexit handlers run).
     globals_.pop("__file__", None)
     globals_.pop("__cached__", None)
-    _exit(status)
+    _exit(toplevel, status)
 
 
 def _run_module(toplevel, module, args):
@@ -234,7 +239,7 @@ def _run_module(toplevel, module, args):
     _set_argv("-m", args)
     _set_path0(os.getcwd())
     import runpy
-    _exit(toplevel.run(runpy._run_module_as_main, (module, True)))
+    _exit(toplevel, toplevel.run(runpy._run_module_as_main, (module, True)))
 
 
 def _run_command(toplevel, command, args):
@@ -243,9 +248,9 @@ def _run_command(toplevel, command, args):
     try:
         code = compile(command, "<string>", "exec", dont_inherit=True)
     except SyntaxError as exc:
-        _exit(toplevel.fail(exc.with_traceback(None)))
+        _exit(toplevel, toplevel.fail(exc.with_traceback(None)))
         return
-    _exit(toplevel.run(code, globals_))
+    _exit(toplevel, toplevel.run(code, globals_))
 
 
 def _resume(toplevel, job_dir, package_dir):

@@ -67,9 +67,11 @@ def loop_frame_state(frame, loop_line):
     stack = _frames.frame_slots(frame, nlocalsplus, nlocalsplus + site.depth, EMPTY)
     state = _state(frame, function, site.body_start, stack, None)
     # The rescue runs in the body's handler, whose PUSH_EXC_INFO put the exception
-    # that was being handled when the body ran right above the body's stack: the
-    # restore makes it the handled exception again (a loop in an `except` block).
-    handled = _frames.frame_slots(frame, nlocalsplus + site.depth, nlocalsplus + site.depth + 1, None)[0]
+    # that was being handled when the body ran right above the body's stack (and
+    # the lasti the handler was entered with, if any): the restore makes it the
+    # handled exception again (a loop in an `except` block).
+    slot = nlocalsplus + site.depth + int(site.lasti)
+    handled = _frames.frame_slots(frame, slot, slot + 1, None)[0]
     state.handled = handled if _rebuildable_exception(handled) else None
     return state, site
 

@@ -111,6 +111,9 @@ class LoopSite(NamedTuple):
     # while loops (the whole statement wrapped): the body's source span (line,
     # col, end_line, end_col), from the rescue call's second argument; see in_body
     body_span: Optional[Tuple[int, int, int, int]] = None
+    # The handler is entered with the raising instruction's offset pushed above the
+    # loop's stack (reraise.py): the handled exception's slot is one higher.
+    lasti: bool = False
 
 
 class CallSite(NamedTuple):
@@ -687,9 +690,9 @@ def _loop_site(info: _Info, loop_line: int, load_k: int, call_k: int) -> LoopSit
     depths = {(e.depth, e.lasti) for e in entries}
     if len(depths) != 1:
         raise NotResumable(f"handler at {handler} is entered at several depths")
+    # lasti: the handler is entered with the raising instruction's offset pushed
+    # above the loop's stack (reraise.py); the loop's stack is the same.
     depth, lasti = depths.pop()
-    if lasti:
-        raise NotResumable(f"handler at {handler} is a cleanup handler (lasti)")
 
     # Handlers nested in ours: their handler code is covered by an entry that
     # goes to a handler already in the set.
@@ -710,7 +713,8 @@ def _loop_site(info: _Info, loop_line: int, load_k: int, call_k: int) -> LoopSit
     dlist = info.depths()
     span = _body_span(info, load_k, call_k)
     if span is not None:
-        return _while_site(info, loop_line, call_k, handler, depth, nested, k, span)
+        return _while_site(info, loop_line, call_k, handler, depth, nested, k, span)._replace(
+            lasti=lasti)
     # The body may begin with NOPs that no entry covers (the `try` line's NOP):
     # include them, but never step back over a jump target (a while loop's head).
     targets = _jump_targets(info)
@@ -747,7 +751,7 @@ def _loop_site(info: _Info, loop_line: int, load_k: int, call_k: int) -> LoopSit
     return LoopSite(
         loop_line=loop_line, handler=handler, depth=depth, body_start=body_start,
         is_for=is_for, iter_slot=depth - 1 if is_for else None, for_iter=for_iter,
-        stack_kinds=kinds, rescue_call=instrs[call_k].offset, loop_kind=loop_kind)
+        stack_kinds=kinds, rescue_call=instrs[call_k].offset, loop_kind=loop_kind, lasti=lasti)
 
 
 def _body_span(info: _Info, load_k: int, call_k: int):

@@ -51,10 +51,14 @@ instrumented runs compared in tests/unit/python/test_instrument.py):
   and the line/call/exception event stream are those of the plain run.  Any real
   line number (the loop's, line 0, ...) adds a ``line`` event when an exception
   leaves the body;
-* the one difference left: when an exception leaves a frame through a loop handler,
-  the frame's last instruction is the line-less re-raise, so ``frame.f_lineno`` is
-  None in the ``return`` trace event (and on that dead frame), where the plain run
-  shows the raising line.  ``tb_lineno`` is unaffected.
+* when an exception leaves a frame through a loop handler, the frame would end on
+  the line-less re-raise (``frame.f_lineno`` None in the ``return`` event and on the
+  dead frame): reraise.py rewrites the compiled handler to re-raise from the
+  raising instruction, as a ``with`` statement's exit does, so the frame ends
+  where the plain run's does;
+* the rescue and iteration builtins are called unseen by tracers and profilers
+  (runtime.py installs them as ``_toplevel.Untraced``).  What is left: with
+  ``f_trace_opcodes`` set, the handler's instructions give ``opcode`` events.
 
 The wrap doubles CPython's static block nesting (``try`` inside the loop, or around
 a while loop, and the handler blocks, limit 20 per code object): loops whose wrap would not fit are left
@@ -62,7 +66,7 @@ unwrapped, innermost first, so any program that compiles still compiles.
 """
 import ast
 
-from _portal import INSTRUMENT_VERSION
+from _portal import INSTRUMENT_VERSION, reraise
 
 # Part of the instrumented-bytecode cache key: bump on any change of the output.
 VERSION = INSTRUMENT_VERSION
@@ -354,7 +358,7 @@ def compile_user_source(source, filename, fake_oom=None, *, wrap=True):
     if tree is None:
         return _plain(source, filename)
     try:
-        return compile(tree, filename, "exec", dont_inherit=True)
+        return reraise.keep_lines(compile(tree, filename, "exec", dont_inherit=True), RESCUE_NAME)
     except SyntaxError as exc:
         # An error of the compiler stage ('return' outside function, ...): raise
         # python's own.  If plain compile() succeeds, the error was either a warning

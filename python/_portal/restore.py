@@ -19,7 +19,7 @@ import os
 import random
 import sys
 
-from _portal import _frames
+from _portal import _frames, _toplevel
 from _portal.codeindex import CodeChanged
 from _portal.generators import placeholders as _placeholders
 from _portal.state import EMPTY
@@ -32,6 +32,9 @@ def _apply_process_state(process):
     sys.argv[:] = process.argv
     sys.orig_argv[:] = process.orig_argv
     sys.path[:] = process.path
+    # Set when the program's top level starts again (toplevel.c): here, under
+    # Portal's frames, a limit lower than their depth would be refused.
+    _toplevel.set_program_recursion_limit(getattr(process, "recursion_limit", None) or 0)
     if process.random_state is not None:
         random.setstate(process.random_state)
     if process.numpy_state is not None:

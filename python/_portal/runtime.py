@@ -37,9 +37,11 @@ class Runtime:
         from _portal import plugins
         importhook.install(self.user_code, fake_oom=self.fake_oom, registry=self.registry,
                            patches=plugins.import_patches())
-        builtins.__portal_rescue__ = rescue_module.rescue
-        from _portal import iteration
-        builtins.__portal_iteration__ = iteration.iteration_start
+        # The builtins the instrumented code calls run unseen by the program's
+        # sys.settrace/sys.setprofile functions: under python they do not exist.
+        from _portal import _toplevel, iteration
+        builtins.__portal_rescue__ = _toplevel.Untraced(rescue_module.rescue)
+        builtins.__portal_iteration__ = _toplevel.Untraced(iteration.iteration_start)
         rescue_module.RUNTIME = self
         rescue_module.arm_reserve()
         if self.fake_oom is not None:

@@ -79,6 +79,7 @@ class ProcessState:
     random_state: Any = None
     numpy_state: Any = None
     plugins: Any = None         # {plug-in module: its state}, see plugins.py
+    recursion_limit: Optional[int] = None  # the program's sys.getrecursionlimit()
 
 
 @dataclass

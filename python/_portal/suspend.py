@@ -111,7 +111,8 @@ def _process_state():
     return ProcessState(argv=list(sys.argv), orig_argv=list(sys.orig_argv), cwd=os.getcwd(),
                         environ=dict(os.environ), path=list(sys.path),
                         random_state=random.getstate(), numpy_state=numpy_state,
-                        plugins=plugins.capture_process())
+                        plugins=plugins.capture_process(),
+                        recursion_limit=sys.getrecursionlimit())
 
 
 # Iterators whose __reduce__ gives (iter, (sequence,), items taken so far).

@@ -27,8 +27,12 @@
 portal_frame_link portal_frame_detach_caller(void)
 {
     PyThreadState *tstate = PyThreadState_Get(); /* borrowed */
-    portal_frame_link link = { tstate->cframe->current_frame };
+    portal_frame_link link = {
+        tstate->cframe->current_frame,
+        tstate->recursion_limit - tstate->recursion_remaining,
+    };
     tstate->cframe->current_frame = NULL;
+    tstate->recursion_remaining = tstate->recursion_limit;
     return link;
 }
 
@@ -36,6 +40,39 @@ void portal_frame_reattach(portal_frame_link link)
 {
     PyThreadState *tstate = PyThreadState_Get(); /* borrowed */
     tstate->cframe->current_frame = link.frame;
+    tstate->recursion_remaining = tstate->recursion_limit - link.depth;
+}
+
+void portal_recursion_shift(int levels)
+{
+    PyThreadState *tstate = PyThreadState_Get(); /* borrowed */
+    tstate->recursion_remaining += levels;
+}
+
+int portal_recursion_remaining(void)
+{
+    return PyThreadState_Get()->recursion_remaining;
+}
+
+/* ---- calls no tracer sees ---------------------------------------------------- */
+
+/* 3.11: call_trace() and the profile hooks do nothing while tstate->tracing is
+ * set, and the eval loop tests its C frame's use_tracing (inherited by the frames
+ * it starts) before looking for a tracer at all. */
+portal_trace_pause portal_trace_pause_begin(void)
+{
+    PyThreadState *tstate = PyThreadState_Get(); /* borrowed */
+    portal_trace_pause pause = { tstate->cframe->use_tracing };
+    tstate->tracing++;
+    tstate->cframe->use_tracing = 0;
+    return pause;
+}
+
+void portal_trace_resume(portal_trace_pause pause)
+{
+    PyThreadState *tstate = PyThreadState_Get(); /* borrowed */
+    tstate->tracing--;
+    tstate->cframe->use_tracing = (uint8_t)pause.use_tracing;
 }
 
 /* ---- reading ---------------------------------------------------------------- */

@@ -193,6 +193,10 @@ static PyObject *frames_gen_inject(PyObject *self, PyObject *args)
 
 /* ---- Reenter -------------------------------------------------------------------- */
 
+/* Recursion levels a call of a Reenter counts (CPython's tp_call path) that the
+ * Python call it replays does not. */
+#define REENTER_CALL_LEVELS 1
+
 typedef struct {
     PyObject_HEAD
     PyObject *func;   /* strong */
@@ -234,7 +238,14 @@ static PyObject *reenter_call(ReenterObject *self, PyObject *args, PyObject *kwa
 {
     (void)args;
     (void)kwargs;
+    /* Calling this object (a C type's tp_call) counted a level of recursion that
+     * the call it replays, of a Python function, does not: the program's depth
+     * would be one deeper per re-entered caller.  Given back while the callee runs.
+     * Cls(...) (a result is given) counts one for type.__call__ too: no credit. */
+    int credit = self->result == NULL ? REENTER_CALL_LEVELS : 0;
+    portal_recursion_shift(credit);
     PyObject *value = PyObject_Call(self->func, self->args, self->kwargs); /* new */
+    portal_recursion_shift(-credit);
     if (value == NULL || self->result == NULL) {
         return value;
     }

@@ -10,12 +10,37 @@
  */
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
+#include <limits.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include "portal/frame_access.h"
+#include "untraced.h"
 
 static int exit_by_sigint_registered = 0;
+
+/* Recursion levels the bootstrap needs once the program's top level is over
+ * (run() returned: the report of an unrescued out-of-memory error, the clean-up
+ * of __main__, the exit).  A program that lowered its recursion limit below the
+ * bootstrap's own depth would make those steps raise RecursionError: what is
+ * missing is lent until settle(). */
+#define BOOT_LEVELS_AFTER_RUN 50
+static int boot_levels_lent = 0;
+
+/* The program's recursion limit saved with a suspended job, set when run()
+ * starts the program's top level again (0: none). */
+static int program_recursion_limit = 0;
+
+/* Lend the bootstrap what it lacks of BOOT_LEVELS_AFTER_RUN. */
+static void lend_boot_levels(void)
+{
+    int room = portal_recursion_remaining();
+    if (room < BOOT_LEVELS_AFTER_RUN) {
+        int lend = BOOT_LEVELS_AFTER_RUN - room;
+        portal_recursion_shift(lend);
+        boot_levels_lent += lend;
+    }
+}
 
 /* Py_AtExit callback: the last step of Py_FinalizeEx.  CPython's main exits by
  * SIGINT after an unhandled KeyboardInterrupt, so that a calling shell learns of
@@ -96,11 +121,17 @@ static PyObject *toplevel_run(PyObject *self, PyObject *args)
         return NULL;
     }
 
+    /* The program runs, and its uncaught exception is reported (sys.excepthook),
+     * at the bottom of the stack: no bootstrap frames under it, recursion depth
+     * counted from zero, as under python's main. */
     portal_frame_link link = portal_frame_detach_caller();
+    if (program_recursion_limit > 0) {
+        Py_SetRecursionLimit(program_recursion_limit); /* at depth zero: never refused */
+        program_recursion_limit = 0;
+    }
     PyObject *result = PyCode_Check(target)
         ? PyEval_EvalCode(target, arg, arg)   /* new */
         : PyObject_Call(target, arg, NULL);   /* new */
-    portal_frame_reattach(link);
 
     /* CPython's file runner flushes stderr, then stdout, once the script is done,
      * whether it returned or raised; without it the interpreter's finalisation
@@ -109,10 +140,45 @@ static PyObject *toplevel_run(PyObject *self, PyObject *args)
     if (flush) {
         flush_io();
     }
+    PyObject *status = NULL; /* new */
     if (result == NULL) {
-        return toplevel_failed(0);
+        status = toplevel_failed(0);
+    } else {
+        Py_DECREF(result);
+        status = Py_NewRef(Py_None);
     }
-    Py_DECREF(result);
+    portal_frame_reattach(link);
+    if (status != NULL) {
+        lend_boot_levels(); /* a SystemExit only propagates: no step of ours runs */
+    }
+    return status;
+}
+
+/* settle() -> None: take back the recursion levels lent to the bootstrap since
+ * run() returned; the bootstrap's last step, before the interpreter finalises. */
+static PyObject *toplevel_settle(PyObject *self, PyObject *args)
+{
+    (void)self;
+    (void)args;
+    portal_recursion_shift(-boot_levels_lent);
+    boot_levels_lent = 0;
+    Py_RETURN_NONE;
+}
+
+/* set_program_recursion_limit(n) -> None: the limit the next run() sets for the
+ * program (a resumed job's own; 0: leave it). */
+static PyObject *toplevel_set_program_recursion_limit(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long limit = PyLong_AsLong(arg);
+    if (limit == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (limit < 0 || limit > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "set_program_recursion_limit: out of range");
+        return NULL;
+    }
+    program_recursion_limit = (int)limit;
     Py_RETURN_NONE;
 }
 
@@ -131,7 +197,10 @@ static PyObject *toplevel_fail(PyObject *self, PyObject *args)
         return NULL;
     }
     PyErr_SetObject((PyObject *)Py_TYPE(exc), exc); /* does not steal */
-    return toplevel_failed(flush);
+    portal_frame_link link = portal_frame_detach_caller();
+    PyObject *status = toplevel_failed(flush); /* new, or NULL */
+    portal_frame_reattach(link);
+    return status;
 }
 
 static PyMethodDef toplevel_methods[] = {
@@ -139,6 +208,10 @@ static PyMethodDef toplevel_methods[] = {
      "run(target, arg, flush_io=False): run the program's top level as python's main does."},
     {"fail", toplevel_fail, METH_VARARGS,
      "fail(exc, flush_io=False): report an exception raised before the program started."},
+    {"set_program_recursion_limit", toplevel_set_program_recursion_limit, METH_O,
+     "set_program_recursion_limit(n): the recursion limit the next run() gives the program."},
+    {"settle", toplevel_settle, METH_NOARGS,
+     "settle(): take back the recursion levels lent to the bootstrap after run()."},
     {NULL, NULL, 0, NULL},
 };
 
@@ -152,5 +225,9 @@ static struct PyModuleDef toplevel_module = {
 
 PyMODINIT_FUNC PyInit__toplevel(void)
 {
-    return PyModule_Create(&toplevel_module);
+    PyObject *module = PyModule_Create(&toplevel_module); /* new */
+    if (module != NULL && portal_untraced_add_type(module) < 0) {
+        Py_CLEAR(module);
+    }
+    return module;
 }

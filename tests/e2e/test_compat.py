@@ -116,6 +116,40 @@ CASES = [
     Case("main_pattern_help", ["main_pattern.py", "--help"], expect=[b"usage: main_pattern.py"]),
     Case("main_pattern_usage_error", ["main_pattern.py"], rc=2, expect=[b"required: word"]),
     Case("main_pattern_status", ["main_pattern.py", "fail"], rc=4),
+    # the recursion limit: Portal's frames under the program do not count
+    Case("recursion_runaway", ["recursion_runaway.py"], rc=1,
+         expect=[b"[Previous line repeated 996 more times]", b"RecursionError"]),
+    Case("recursion_runaway_in_loop", ["recursion_runaway.py", "in-loop"], rc=1,
+         expect=[b"[Previous line repeated 996 more times]"]),
+    Case("recursion_runaway_through_loops", ["recursion_runaway.py", "looping"], rc=1,
+         expect=[b"[Previous line repeated 995 more times]", b"in comparison"]),
+    Case("recursion_limit", ["recursion_limit.py"], rc=1,
+         expect=[b"limit 1000", b"module level: cannot set the recursion limit to 1 at the "
+                 b"recursion depth 2", b"reach (998,", b"limit set 120 reach (118,",
+                 b"excepthook ValueError cannot set the recursion limit to 1 at the "
+                 b"recursion depth 3: the limit is too low ['hook'] 998"]),
+    Case("recursion_limit_module", ["-m", "recursion_limit"], rc=1, expect=[b"reach (99"]),
+    Case("recursion_limit_command", ["-c", "import sys, runpy\n"
+                                           "runpy.run_path('recursion_limit.py')"], rc=1,
+         expect=[b"limit set 120"]),
+    Case("recursion_limit_low", ["recursion_limit_low.py"],
+         expect=[b"limit 4", b"atexit: cannot set the recursion limit to 1 at the recursion "
+                 b"depth 2: the limit is too low 4"]),
+    Case("recursion_limit_low_raise", ["recursion_limit_low.py", "raise"], rc=1,
+         expect=[b"ValueError: with a low limit", b"atexit: cannot set"]),
+    Case("recursion_limit_low_exit", ["recursion_limit_low.py", "exit"], rc=3,
+         expect=[b"atexit: cannot set"]),
+    Case("recursion_limit_low_module", ["-m", "recursion_limit_low", "raise"], rc=1,
+         expect=[b"cannot set the recursion limit to 4 at the recursion depth 5",  # runpy's
+                 b"atexit: cannot set"]),
+    Case("recursion_runaway_command", ["-c", "def f(): return f()\nf()"], rc=1,
+         expect=[b"[Previous line repeated 996 more times]"]),
+    # tracers and profilers: the instrumented loops' handlers and Portal's builtins
+    # give no events of their own
+    Case("trace_loops", ["trace_loops.py"],
+         expect=[b"('exception', 'leave_for', 28, 'ValueError')", b"('P', 'return', 'nested', 55)",
+                 b"('line', 'training', 117, '')", b"('return', 'leave_for', 28, 'None')",
+                 b"('return', 'finally_in_loop', 97, 'None')", b"('return', 'ki', 77, 'None')"]),
     # uncaught exceptions and syntax errors
     Case("exception_uncaught", ["exc_uncaught.py"], rc=1, expect=[b"KeyError: 'missing'"]),
     Case("exception_chained", ["exc_chained.py"], rc=1,

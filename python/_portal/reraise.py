@@ -1,0 +1,229 @@
+"""The loop handlers' re-raise leaves the frame where python would (CPython 3.11).
+
+A frame that an exception leaves stops on the instruction it was at: its line is
+what `frame.f_lineno` says in the 'return' event of a trace or profile function,
+and afterwards on the dead frame (a traceback's tb_frame).  Compiled from the AST,
+the instrumenter's handler (instrument.py)::
+
+    PUSH_EXC_INFO; LOAD_GLOBAL Exception; CHECK_EXC_MATCH; POP_JUMP_FORWARD_IF_FALSE NO
+    POP_TOP; LOAD_GLOBAL __portal_rescue__; LOAD_CONST...; PRECALL; CALL; POP_TOP
+    (LOAD_NAME for both, and PUSH_NULL before the rescue, at module and class level)
+    RAISE_VARARGS 0
+    NO: RERAISE 0
+    CLEANUP: COPY 3; POP_EXCEPT; RERAISE 1          (entered with lasti pushed)
+
+re-raises from its own line-less instructions: the frame ends on them, f_lineno
+None.  CPython's `with` statement keeps the line by having the offset of the
+raising instruction pushed when its handler is entered (the exception-table
+entry's lasti flag) and re-raising with `RERAISE n`, which makes that offset the
+frame's last instruction again.  The same is done here, after compile(), for every
+handler of that exact shape:
+
+* the entries that lead into the handler get the lasti flag: the stack there is
+  [... loop stack, lasti, exc] instead of [... loop stack, exc];
+* the handler's clean-up entry keeps one item more (lasti under the saved
+  exception state), so its `COPY 3; POP_EXCEPT; RERAISE 1` still finds what it
+  expects, and re-raises from the offset it is given, which is now the original;
+* `POP_TOP` after the match becomes `NOP` (the exception stays on the stack),
+  `RAISE_VARARGS 0` and the no-match `RERAISE 0` become `RERAISE 2`: it takes
+  the exception from the top and makes the pushed lasti the frame's instruction;
+* co_stacksize grows by what the handler now holds.
+
+Instructions keep their sizes, offsets and (absent) locations: the body's code,
+the tracebacks, the 'line' and 'exception' events are untouched.  A handler of any
+other shape is left as compiled.
+"""
+import opcode
+
+_OP = opcode.opmap
+_CACHES = opcode._inline_cache_entries
+_EXTENDED_ARG = _OP["EXTENDED_ARG"]
+_PUSH_EXC_INFO = _OP["PUSH_EXC_INFO"]
+_LOAD_GLOBAL = _OP["LOAD_GLOBAL"]
+_LOAD_NAME = _OP["LOAD_NAME"]
+_PUSH_NULL = _OP["PUSH_NULL"]
+_LOAD_CONST = _OP["LOAD_CONST"]
+_CHECK_EXC_MATCH = _OP["CHECK_EXC_MATCH"]
+_POP_JUMP_FORWARD_IF_FALSE = _OP["POP_JUMP_FORWARD_IF_FALSE"]
+_POP_TOP = _OP["POP_TOP"]
+_PRECALL = _OP["PRECALL"]
+_CALL = _OP["CALL"]
+_RAISE_VARARGS = _OP["RAISE_VARARGS"]
+_RERAISE = _OP["RERAISE"]
+_COPY = _OP["COPY"]
+_POP_EXCEPT = _OP["POP_EXCEPT"]
+_NOP = _OP["NOP"]
+
+# RERAISE's operand: the pushed lasti is this many items below the exception
+# ([lasti, saved exception state, exception]).
+_RERAISE_WITH_LASTI = 2
+# What the handler holds above the loop's stack at most: lasti, the saved
+# exception state, the exception, NULL and the rescue callable (its arguments on top).
+_HANDLER_ITEMS = 5
+
+_ENTRY_START = 0x80      # marks the first byte of an exception-table entry
+_MORE = 0x40             # another 6-bit group follows
+_BITS = 6
+
+
+# --- the exception table (Objects/exception_handling_notes.txt) -------------------
+
+def parse_table(raw):
+    """[[start, end, target, depth, lasti]] in byte offsets."""
+    entries, i = [], 0
+
+    def varint():
+        nonlocal i
+        b = raw[i]
+        i += 1
+        value = b & 63
+        while b & _MORE:
+            b = raw[i]
+            i += 1
+            value = (value << _BITS) | (b & 63)
+        return value
+    while i < len(raw):
+        start = varint() * 2
+        end = start + varint() * 2
+        target = varint() * 2
+        depth_lasti = varint()
+        entries.append([start, end, target, depth_lasti >> 1, bool(depth_lasti & 1)])
+    return entries
+
+
+def encode_table(entries):
+    out = bytearray()
+
+    def varint(value, first):
+        groups = [value & 63]
+        value >>= _BITS
+        while value:
+            groups.append(value & 63)
+            value >>= _BITS
+        groups.reverse()
+        for n, g in enumerate(groups):
+            out.append(g | (_MORE if n < len(groups) - 1 else 0) | (_ENTRY_START if first and n == 0 else 0))
+    for start, end, target, depth, lasti in entries:
+        varint(start // 2, True)
+        varint((end - start) // 2, False)
+        varint(target // 2, False)
+        varint((depth << 1) | int(lasti), False)
+    return bytes(out)
+
+
+# --- instructions -------------------------------------------------------------------
+
+def _instructions(co_code):
+    """[(offset of the opcode, opcode, full argument)], caches skipped."""
+    out, i, ext = [], 0, 0
+    while i < len(co_code):
+        op, arg = co_code[i], co_code[i + 1] | ext
+        if op == _EXTENDED_ARG:
+            ext = arg << 8
+            i += 2
+            continue
+        ext = 0
+        out.append((i, op, arg))
+        i += 2 + 2 * _CACHES[op]
+    return out
+
+
+def _name_loaded(instr, names):
+    """The name a LOAD_GLOBAL (function) or LOAD_NAME (module, class body) loads."""
+    _, op, arg = instr
+    if op == _LOAD_GLOBAL:
+        return names[arg >> 1]
+    if op == _LOAD_NAME:
+        return names[arg]
+    return None
+
+
+def _handler_at(instrs, k, names, rescue_name):
+    """If instrs[k] loads __portal_rescue__ inside the instrumenter's handler,
+    (offset of PUSH_EXC_INFO, of the POP_TOP after the match, of RAISE_VARARGS, of
+    the no-match RERAISE, number of call arguments); else None."""
+    if _name_loaded(instrs[k], names) != rescue_name:
+        return None
+    head = k - 5
+    if instrs[k][1] == _LOAD_NAME:          # PUSH_NULL; LOAD_NAME __portal_rescue__
+        if k < 1 or instrs[k - 1][1] != _PUSH_NULL:
+            return None
+        head = k - 6
+    if head < 0:
+        return None
+    shape = [op for _, op, _ in instrs[head:head + 5]]
+    if shape[:1] + shape[2:] != [_PUSH_EXC_INFO, _CHECK_EXC_MATCH, _POP_JUMP_FORWARD_IF_FALSE,
+                                 _POP_TOP]:
+        return None
+    if _name_loaded(instrs[head + 1], names) != "Exception":
+        return None
+    j = k + 1
+    while j < len(instrs) and instrs[j][1] == _LOAD_CONST:
+        j += 1
+    nargs = j - k - 1
+    if nargs < 1 or j + 4 >= len(instrs):
+        return None
+    tail = [(op, arg) for _, op, arg in instrs[j:j + 5]]
+    if tail != [(_PRECALL, nargs), (_CALL, nargs), (_POP_TOP, 0), (_RAISE_VARARGS, 0), (_RERAISE, 0)]:
+        return None
+    no_match = instrs[j + 4][0]
+    jump_off, _, jump_arg = instrs[head + 3]
+    if jump_off + 2 + 2 * _CACHES[_POP_JUMP_FORWARD_IF_FALSE] + 2 * jump_arg != no_match:
+        return None
+    return instrs[head][0], instrs[head + 4][0], instrs[j + 3][0], no_match, nargs
+
+
+def _patch_code(code, rescue_name):
+    if rescue_name not in code.co_names:
+        return code
+    names = code.co_names
+    instrs = _instructions(code.co_code)
+    by_offset = {off: (op, arg) for off, op, arg in instrs}
+    table = parse_table(code.co_exceptiontable)
+    co_code = bytearray(code.co_code)
+    stacksize = code.co_stacksize
+    patched = False
+    for k in range(len(instrs)):
+        found = _handler_at(instrs, k, names, rescue_name)
+        if found is None:
+            continue
+        start, pop_top, raise_at, no_match, nargs = found
+        into = [e for e in table if e[2] == start]
+        cleanup = [e for e in table if e[0] <= start < e[1]]
+        if not into or any(e[4] for e in into) or len({e[3] for e in into}) != 1 or len(cleanup) != 1:
+            continue
+        depth = into[0][3]
+        target = cleanup[0][2]
+        cleanup_entries = [e for e in table if e[2] == target]
+        if (by_offset.get(target) != (_COPY, 3) or cleanup[0][3] != depth + 1
+                or not cleanup[0][4]
+                or any(not (start <= e[0] and e[1] <= target) for e in cleanup_entries)):
+            continue
+        after_copy = target + 2 + 2 * _CACHES[_COPY]
+        if by_offset.get(after_copy, (None,))[0] != _POP_EXCEPT \
+                or by_offset.get(after_copy + 2) != (_RERAISE, 1):
+            continue
+        for e in into:
+            e[4] = True
+        for e in cleanup_entries:
+            e[3] = depth + 2
+        co_code[pop_top:pop_top + 2] = bytes((_NOP, 0))
+        co_code[raise_at:raise_at + 2] = bytes((_RERAISE, _RERAISE_WITH_LASTI))
+        co_code[no_match:no_match + 2] = bytes((_RERAISE, _RERAISE_WITH_LASTI))
+        stacksize = max(stacksize, depth + _HANDLER_ITEMS + nargs)
+        patched = True
+    if not patched:
+        return code
+    return code.replace(co_code=bytes(co_code), co_exceptiontable=encode_table(table),
+                        co_stacksize=stacksize)
+
+
+def keep_lines(code, rescue_name):
+    """`code` (and the code objects in its constants, recursively) with every
+    instrumenter's loop handler re-raising from the original instruction."""
+    consts = code.co_consts
+    new_consts = tuple(keep_lines(c, rescue_name) if isinstance(c, type(code)) else c
+                       for c in consts)
+    if any(a is not b for a, b in zip(consts, new_consts)):
+        code = code.replace(co_consts=new_consts)
+    return _patch_code(code, rescue_name)
