@@ -340,7 +340,10 @@ def child_read(kind, target):
 
 def child_main(args):
     if not os.environ.get("PORTAL_BENCH_PYTHONPATH"):
-        sys.path.insert(0, os.path.join(REPO, "python"))
+        # the build's staged package: the checkout's lacks what the build generates
+        # (_portal/job_contract.py) and the C extensions
+        staged = os.path.join(REPO, "build", "lib", "portal", "python")
+        sys.path.insert(0, staged if os.path.isdir(staged) else os.path.join(REPO, "python"))
     if args.child == "write":
         result = child_write(args.kind, args.size_mib * MIB, args.target)
     else:

@@ -6,6 +6,7 @@ import time
 import traceback
 
 from _portal import capture, jobs, store
+from _portal.job_contract import SUSPENDED_EXIT_STATUS  # contract/job_record.json, generated
 from _portal.state import LoopInfo, ProcessState, ProgramState
 
 SUSPENDED_EXIT = SUSPENDED_EXIT_STATUS  # EX_TEMPFAIL: try again later (on a larger machine)
