@@ -1,8 +1,11 @@
 // job_lock.cpp: see include/portal/job_lock.hpp.
 #include "portal/job_lock.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <string>
 #include <sys/file.h>
@@ -13,43 +16,102 @@ namespace portal {
 
 namespace {
 
-std::string read_all(int fd) {
+constexpr mode_t kLockMode = 0600;
+// What a holder writes is one line; a bigger file is not Portal's, and is not read whole.
+constexpr std::size_t kHolderTextMax = 4096;
+
+std::string read_holder(int fd) {
     std::string text;
     char buf[512];
     ssize_t n;
-    while ((n = pread(fd, buf, sizeof buf, static_cast<off_t>(text.size()))) > 0) {
+    while (text.size() < kHolderTextMax &&
+           (n = pread(fd, buf, sizeof buf, static_cast<off_t>(text.size()))) > 0) {
         text.append(buf, static_cast<std::size_t>(n));
     }
+    text.resize(std::min(text.size(), kHolderTextMax));
     while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    // Printed in others' messages: no terminal control characters.
+    for (char& c : text) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    }
     return text;
+}
+
+std::string octal_mode(mode_t mode) {
+    char buf[8];
+    std::snprintf(buf, sizeof buf, "%04o", static_cast<unsigned>(mode & 07777));
+    return buf;
+}
+
+// Why the open descriptor of job.lock is not a file Portal would have made, or "".
+std::string distrust(int fd) {
+    struct stat st {};
+    if (fstat(fd, &st) != 0) return std::string("cannot be examined: ") + std::strerror(errno);
+    if (!S_ISREG(st.st_mode)) return "is not a regular file";
+    if (st.st_uid != geteuid()) {
+        return "is owned by uid " + std::to_string(st.st_uid) + ", not by you (uid " +
+               std::to_string(geteuid()) + ")";
+    }
+    if (st.st_mode & (S_IWGRP | S_IWOTH)) {
+        return "has mode " + octal_mode(st.st_mode) + ", others may change it";
+    }
+    if (st.st_nlink != 1) return "has " + std::to_string(st.st_nlink) + " hard links";
+    return "";
+}
+
+std::string refusal(const std::string& path, const std::string& why) {
+    return path + ": " + why + "; it cannot be trusted (if you did not make it, remove it: rm " + path + ")";
+}
+
+// job.lock opened without following a symbolic link nor blocking on a FIFO, and
+// checked on the descriptor; -1 with errno ENOENT when it is absent (only
+// without O_CREAT); throws JobError when it is there but not to be trusted.
+int open_trusted(const std::string& path, int flags) {
+    const int fd = open(path.c_str(), flags | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, kLockMode);
+    if (fd < 0) {
+        if (errno == ENOENT && !(flags & O_CREAT)) return -1;
+        throw JobError(errno == ELOOP ? refusal(path, "is a symbolic link")
+                                      : "cannot open " + path + ": " + std::strerror(errno));
+    }
+    const std::string why = distrust(fd);
+    if (!why.empty()) {
+        close(fd);
+        throw JobError(refusal(path, why));
+    }
+    return fd;
+}
+
+void write_holder(int fd, const std::string& who) {
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, who.data(), who.size(), 0) < 0) {
+        // The lock is what matters; the text is only for messages.
+    }
 }
 
 }  // namespace
 
 JobLock JobLock::acquire(const Job& job, const std::string& command) {
-    const int fd = open(job.lock_path().c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0) {
-        throw JobError("job " + job.id + ": cannot open " + job.lock_path().string() + ": " + std::strerror(errno));
-    }
-    fchmod(fd, 0600);  // whatever the umask: the next holder must open it for writing
+    const std::string path = job.lock_path().string();
+    const int fd = open_trusted(path, O_RDWR | O_CREAT);
+    fchmod(fd, kLockMode);  // whatever the umask: the next holder must open it for writing
     int rc;
     while ((rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
     }
     if (rc != 0) {
-        const std::string holder = read_all(fd);
+        const std::string holder = read_holder(fd);
         close(fd);
         throw JobBusy("job " + job.id + " is in use by " + (holder.empty() ? "another process" : holder));
     }
     // Who holds it, for the message another command gives: only the holder writes.
-    const std::string who = "pid " + std::to_string(getpid()) + ", " + command + ", since " +
-                            utc_iso(std::time(nullptr)) + "\n";
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, who.data(), who.size(), 0) < 0) {
-        // The lock is what matters; the text is only for messages.
-    }
-    return JobLock(fd);
+    std::string who = "pid " + std::to_string(getpid()) + ", " + command + ", since " + utc_iso(std::time(nullptr));
+    write_holder(fd, who + "\n");
+    return JobLock(fd, std::move(who));
 }
 
-JobLock::JobLock(JobLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+void JobLock::name_program(pid_t pid) {
+    if (fd_ >= 0) write_holder(fd_, who_ + "; program pid " + std::to_string(pid) + "\n");
+}
+
+JobLock::JobLock(JobLock&& other) noexcept : fd_(other.fd_), who_(std::move(other.who_)) { other.fd_ = -1; }
 
 JobLock::~JobLock() {
     if (fd_ >= 0) {
@@ -61,7 +123,12 @@ JobLock::~JobLock() {
 }
 
 std::optional<std::string> lock_holder(const Job& job) {
-    const int fd = open(job.lock_path().c_str(), O_RDONLY | O_CLOEXEC);
+    int fd;
+    try {
+        fd = open_trusted(job.lock_path().string(), O_RDONLY);
+    } catch (const JobError&) {
+        return std::nullopt;  // not a lock Portal made: acquire() refuses it, saying why
+    }
     if (fd < 0) {
         return std::nullopt;  // never run under a lock, so nobody holds it
     }
@@ -72,7 +139,7 @@ std::optional<std::string> lock_holder(const Job& job) {
         close(fd);
         return std::nullopt;
     }
-    std::string holder = read_all(fd);
+    std::string holder = read_holder(fd);
     close(fd);
     return holder.empty() ? std::string("another process") : holder;
 }
