@@ -64,6 +64,12 @@ private:
 // that one, naming why).
 std::optional<std::string> lock_holder(const Job& job);
 
+// Why the open descriptor `fd` is not a private file of the user's that Portal
+// could have made (not a regular file, another's, more than one link, writable by
+// group or others), or "" when it is one.  Used for job.lock and output.log until
+// the store's own trust check (store engineer) replaces it.
+std::string distrust_private_file(int fd);
+
 // The state to show: the record's, except that a job recorded as running whose
 // lock nobody holds is "lost" (its supervisor was killed, or the machine rebooted).
 std::string effective_state(const nlohmann::json& record, bool lock_held);

@@ -43,8 +43,9 @@ std::string octal_mode(mode_t mode) {
     return buf;
 }
 
-// Why the open descriptor of job.lock is not a file Portal would have made, or "".
-std::string distrust(int fd) {
+}  // namespace
+
+std::string distrust_private_file(int fd) {
     struct stat st {};
     if (fstat(fd, &st) != 0) return std::string("cannot be examined: ") + std::strerror(errno);
     if (!S_ISREG(st.st_mode)) return "is not a regular file";
@@ -58,6 +59,8 @@ std::string distrust(int fd) {
     if (st.st_nlink != 1) return "has " + std::to_string(st.st_nlink) + " hard links";
     return "";
 }
+
+namespace {
 
 std::string refusal(const std::string& path, const std::string& why) {
     return path + ": " + why + "; it cannot be trusted (if you did not make it, remove it: rm " + path + ")";
@@ -73,7 +76,7 @@ int open_trusted(const std::string& path, int flags) {
         throw JobError(errno == ELOOP ? refusal(path, "is a symbolic link")
                                       : "cannot open " + path + ": " + std::strerror(errno));
     }
-    const std::string why = distrust(fd);
+    const std::string why = distrust_private_file(fd);
     if (!why.empty()) {
         close(fd);
         throw JobError(refusal(path, why));

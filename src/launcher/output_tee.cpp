@@ -1,6 +1,9 @@
 // output_tee.cpp: see include/portal/output_tee.hpp.
 #include "portal/output_tee.hpp"
 
+#include "portal/job_lock.hpp"
+#include "portal/log.hpp"
+
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -70,8 +73,19 @@ bool open_pty_like(int real, int* master, int* slave) {
 }  // namespace
 
 OutputTee::OutputTee(const std::filesystem::path& log) {
-    log_fd_ = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0600);
+    // Never through a symbolic link, never blocking on a FIFO, and only a private
+    // file of the user's (docs/security.md): otherwise the output is not kept.
+    log_fd_ = open(log.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0600);
     if (log_fd_ < 0) {
+        if (errno == ELOOP) {
+            log::say("job log", log.string() + ": is a symbolic link; it cannot be trusted; the output is not kept");
+        }
+        return;
+    }
+    if (const std::string why = distrust_private_file(log_fd_); !why.empty()) {
+        log::say("job log", log.string() + ": " + why + "; it cannot be trusted; the output is not kept");
+        close(log_fd_);
+        log_fd_ = -1;
         return;
     }
     fchmod(log_fd_, 0600);  // whatever the umask
