@@ -36,9 +36,13 @@ public:
     const Job& job() const { return job_; }
     OutputTee* tee() { return tee_.get(); }
     // Runs the interpreter `argv` under the supervisor (supervisor.hpp) with the
-    // job's output kept and its lock handed to the interpreter too, so that the
-    // job stays locked for as long as any process of it runs.
-    int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t> data_limit);
+    // job's output kept and - with `bootstrapped` (interpreter_command.hpp's
+    // runs_bootstrap), whose bootstrap hides them from the program - its lock and
+    // directory handed to the interpreter too, so that the job stays locked for as
+    // long as any process of it runs.  Without it the program sees neither: the
+    // supervisor alone holds the lock (and the program dies with it).
+    int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t> data_limit,
+                  bool bootstrapped = true);
     // Records the run's end from the supervisor's exit code and the record the
     // interpreter left: suspended (it said so), completed, failed, or - for a
     // resume that never reached the program - refused, the job staying suspended.

@@ -94,8 +94,13 @@ void JobRun::begin(const std::string& kind, const std::vector<std::string>& comm
     setenv("PORTAL_JOB_DIR", job_.dir.c_str(), 1);
 }
 
-int JobRun::supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t> data_limit) {
-    return portal::supervise(argv, data_limit, tee(), lock_.fd(), [this](pid_t pid) { lock_.name_program(pid); });
+int JobRun::supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t> data_limit,
+                      bool bootstrapped) {
+    if (!bootstrapped) {
+        unsetenv("PORTAL_JOB_DIR");
+    }
+    return portal::supervise(argv, data_limit, tee(), bootstrapped ? lock_.fd() : -1,
+                             [this](pid_t pid) { lock_.name_program(pid); });
 }
 
 void JobRun::finish(int exit_code) {

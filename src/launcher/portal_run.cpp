@@ -150,7 +150,7 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
         log::say("job store", std::string(e.what()) + "; the program runs, but cannot be suspended");
     }
     const auto cap = tripwire::memory_cap(requested);
-    const int code = run ? run->supervise(argv, cap) : supervise(argv, cap);
+    const int code = run ? run->supervise(argv, cap, runs_bootstrap(argv, *installation)) : supervise(argv, cap);
     if (run) {
         run->finish(code);
     }

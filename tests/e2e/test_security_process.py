@@ -365,3 +365,37 @@ def test_a_shell_still_shows_130_after_a_keyboard_interrupt(work):
     shown = subprocess.run(["sh", "-c", f"{PORTAL_RUN} -c 'raise KeyboardInterrupt' 2>/dev/null; echo $?"],
                            cwd=work, env=env_of(work), capture_output=True, timeout=RUN_TIMEOUT)
     assert shown.stdout == b"130\n"
+
+
+SHOW_PORTAL_STATE = ("import os\n"
+                     "print(sorted(k for k in os.environ if k.startswith('PORTAL_')))\n"
+                     "fds = sorted(int(fd) for fd in os.listdir('/proc/self/fd'))\n"
+                     "print([(fd, os.get_inheritable(fd), os.path.basename(os.readlink(f'/proc/self/fd/{fd}')))\n"
+                     "       for fd in fds if fd > 3])\n")
+
+
+@pytest.mark.parametrize("kind", ["script", "directory"])
+def test_the_program_sees_no_lock_of_portals_but_its_descriptor(work, kind):
+    """The name of the interpreter's descriptor of the lock is Portal's: the program
+    sees python's environment.  It does see the descriptor itself (a process holds
+    a lock only through one): one more, at 100 or above, close-on-exec.  For a
+    directory, which python runs without Portal's bootstrap, nothing is handed over."""
+    if kind == "script":
+        (work / "show.py").write_text(SHOW_PORTAL_STATE)
+        target = "show.py"
+    else:
+        (work / "app").mkdir()
+        (work / "app" / "__main__.py").write_text(SHOW_PORTAL_STATE)
+        target = "app"
+    python = run([PYTHON, target], work)
+    portal = run([PORTAL_RUN, target], work)
+    assert (portal.returncode, portal.stderr) == (0, b""), portal
+    env_python, fds_python = python.stdout.splitlines()
+    env_portal, fds_portal = portal.stdout.splitlines()
+    assert env_portal == env_python and b"PORTAL_LOCK_FD" not in env_portal
+    if kind == "directory":
+        assert fds_portal == fds_python
+    else:
+        assert fds_python == b"[]"
+        assert re.fullmatch(rb"\[\((\d+), False, 'job.lock'\)\]", fds_portal), fds_portal
+        assert int(re.search(rb"\d+", fds_portal).group()) >= 100
