@@ -3,7 +3,6 @@
 
 #include <algorithm>
 #include <climits>
-#include <cmath>
 #include <cstdlib>
 #include <regex>
 #include <sys/stat.h>

@@ -255,6 +255,11 @@ def test_a_job_whose_supervisor_was_killed_is_lost(store):
             proc.wait()
     (job,) = store.ids()
     assert store.record(job)["state"] == "running"
+    # The interpreter holds the job's lock too (job_lock.hpp) until it is gone.
+    deadline = time.monotonic() + RUN_TIMEOUT
+    while store.listed()[job]["held_by"] is not None:
+        assert time.monotonic() < deadline, "the killed interpreter kept the job's lock"
+        time.sleep(0.02)
     listed = store.listed()[job]
     assert listed["state"] == "lost" and listed["recorded_state"] == "running"
     assert "state       lost (recorded as running, but no process holds it" in store.portal("show", job).stdout.decode()

@@ -177,6 +177,7 @@ def test_the_lock_holds_while_the_program_outlives_its_supervisor(work):
         for attempt in range(TRIES):
             resumed = run([PORTAL, "resume", job], work, timeout=SECOND_RUN_TIMEOUT)
             assert resumed.returncode == 1 and resumed.stdout == b"", resumed
+            assert not gone(program), (attempt, f"the program {program} died", resumed.stderr)
             assert f"job {job} is running (pid {proc.pid}, portal resume {job}, since ".encode() \
                 in resumed.stderr and f"; program pid {program}): one process runs a job at a time" \
                 .encode() in resumed.stderr, resumed.stderr
