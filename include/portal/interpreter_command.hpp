@@ -35,4 +35,9 @@ std::vector<std::string> interpreter_argv(const ProgramSpec& program, const Inst
 // The interpreter's command line that resumes the suspended job in `job_dir`.
 std::vector<std::string> resume_argv(const std::string& job_dir, const Installation& where);
 
+// Whether `argv` (from interpreter_argv or resume_argv) starts Portal's bootstrap,
+// which takes Portal's settings out of the environment before the program starts;
+// false for what python runs itself (a zipapp, a directory, a .pyc).
+bool runs_bootstrap(const std::vector<std::string>& argv, const Installation& where);
+
 }  // namespace portal

@@ -2,7 +2,8 @@
 //
 // portal-run creates the job (state "running") before the program starts;
 // `portal resume` attaches to a suspended one.  Either way the supervisor holds
-// the job's lock for the whole run (job_lock.hpp), keeps the program's output
+// the job's lock for the whole run, and the interpreter holds it with it
+// (job_lock.hpp), keeps the program's output
 // (output_tee.hpp), hands the job's directory to the interpreter
 // (PORTAL_JOB_DIR, which boot.py removes before the program starts), and at the
 // end records how the run ended.  A suspension itself is recorded by the
@@ -34,6 +35,14 @@ public:
 
     const Job& job() const { return job_; }
     OutputTee* tee() { return tee_.get(); }
+    // Runs the interpreter `argv` under the supervisor (supervisor.hpp) with the
+    // job's output kept and - with `bootstrapped` (interpreter_command.hpp's
+    // runs_bootstrap), whose bootstrap hides them from the program - its lock and
+    // directory handed to the interpreter too, so that the job stays locked for as
+    // long as any process of it runs.  Without it the program sees neither: the
+    // supervisor alone holds the lock (and the program dies with it).
+    int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t> data_limit,
+                  bool bootstrapped = true);
     // Records the run's end from the supervisor's exit code and the record the
     // interpreter left: suspended (it said so), completed, failed, or - for a
     // resume that never reached the program - refused, the job staying suspended.

@@ -23,6 +23,7 @@ def main():
     # the program, as none of PORTAL_* below.
     _JOB.append(os.environ.pop("PORTAL_JOB_DIR", None))
     _check_store()
+    _keep_job_lock_to_this_process(os.environ.pop("PORTAL_LOCK_FD", ""))
     if sys.argv[1] == "resume":
         from _portal import _toplevel
         return _resume(_toplevel, sys.argv[2], package_dir)
@@ -63,6 +64,31 @@ def _check_store():
         _JOB[0] = None
         sys.stderr.write(f"portal: store: {problem}; the program runs, but cannot be "
                          f"suspended\n")
+
+
+def _keep_job_lock_to_this_process(text):
+    """The supervisor handed this process a descriptor of the job's lock
+    (PORTAL_LOCK_FD, include/portal/job_lock.hpp): the job stays locked for as
+    long as this interpreter runs, even if its supervisor was killed.  Its
+    children must not keep it locked once the job has ended: the descriptor is
+    made close-on-exec (no subprocess gets it) and is closed in every child forked
+    by os.fork() or multiprocessing (DataLoader workers).  Closing our copy there
+    does not release the lock, which the open file description keeps for us."""
+    if not text.isdigit():
+        return
+    fd = int(text)
+    try:
+        os.set_inheritable(fd, False)
+    except OSError:
+        return  # not open: only the supervisor holds the lock
+    os.register_at_fork(after_in_child=lambda: _close_quietly(fd))
+
+
+def _close_quietly(fd):
+    try:
+        os.close(fd)
+    except OSError:
+        pass  # the program closed it itself
 
 
 def _forget_imports(package_dir):

@@ -15,11 +15,13 @@
 #include "portal/list.hpp"
 #include "portal/log.hpp"
 #include "portal/logs.hpp"
+#include "portal/options.hpp"
 #include "portal/portal_run.hpp"
 #include "portal/resume.hpp"
 #include "portal/rm.hpp"
 #include "portal/show.hpp"
 #include "portal/store_trust.hpp"
+#include "portal/supervisor.hpp"
 #include "portal/version.hpp"
 
 namespace {
@@ -38,7 +40,8 @@ int run_portal(int argc, char** argv) {
     // `portal run ...` hands everything after `run` to portal-run untouched, so the
     // program's own options (--help included) never reach this parser.
     if (!args.empty() && args.front() == "run") {
-        return portal::portal_run(std::vector<std::string>(args.begin() + 1, args.end()), "portal run");
+        return portal::end_as_the_program_did(
+            portal::portal_run(std::vector<std::string>(args.begin() + 1, args.end()), "portal run"));
     }
 
     CLI::App app{"Portal: suspend a Python job that runs out of memory, resume it on a larger machine.\n"
@@ -54,7 +57,7 @@ int run_portal(int argc, char** argv) {
     CLI::App* list_cmd = app.add_subcommand("list", "List the jobs, newest first: state, loop, checkpoint, expiry");
     list_cmd->add_flag("--json", list.json, "Print a JSON array of the job records (state: the effective one)");
     list_cmd->add_option("--state", list.state, "Only the jobs in this state")
-        ->check(CLI::IsMember(portal::job_states()));
+        ->check(portal::options::one_of(portal::job_states()));
 
     portal::ShowRequest show;
     CLI::App* show_cmd = app.add_subcommand(
@@ -68,15 +71,17 @@ int run_portal(int argc, char** argv) {
                                                     "its runs, as the supervisor kept it");
     logs_cmd->add_option("JOB", logs.job, kJobHelp)->required();
     logs_cmd->add_option("--run", logs.run, "Only the output of run N (1 is the first; see portal show)")
-        ->check(CLI::PositiveNumber);
+        ->check(portal::options::positive_integer());
 
     portal::ResumeRequest resume;
     CLI::App* resume_cmd = app.add_subcommand(
         "resume", "Continue a suspended job here, in the foreground, from the iteration that failed");
     resume_cmd->add_option("JOB", resume.job, kJobHelp)->required();
     resume_cmd->add_option("--mem", resume.mem,
-                           "Memory the job needs, in GiB or with a unit (64, 512M); refused if this "
-                           "machine has less");
+                           "Memory the job needs, in GiB or with a unit (64, 512M; at least 256M); "
+                           "refused if this machine has less")
+        ->type_name("SIZE")
+        ->check(portal::options::mem_size("resume the job on a larger machine: it stays suspended, intact"));
     resume_cmd->add_option("--gpu", resume.gpu, "GPU model the job needs (e.g. A100); refused if absent");
     resume_cmd->add_option("--on", resume.on, "Where to run it: 'local' (this machine, the default)");
     resume_cmd->add_option("--policy", resume.policies,
@@ -89,7 +94,7 @@ int run_portal(int argc, char** argv) {
         ->check([](const std::string& text) {
             return std::regex_match(text, std::regex("[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*"))
                        ? std::string()
-                       : "not FROM:TO[,FROM:TO...] of device indexes (e.g. 0:1)";
+                       : text + ": not FROM:TO[,FROM:TO...] of device indexes (e.g. 0:1)";
         });
 
     portal::RmRequest rm;
@@ -105,7 +110,7 @@ int run_portal(int argc, char** argv) {
     gc_cmd->add_option("--older-than", gc.older_than_days,
                        "Also remove ended jobs (completed, failed, expired, lost) unchanged for DAYS days")
         ->type_name("DAYS")
-        ->check(CLI::NonNegativeNumber);
+        ->check(portal::options::non_negative_number());
     gc_cmd->add_flag("--dry-run", gc.dry_run, "Say what would be freed, change nothing");
 
     portal::InspectRequest inspect;
@@ -132,9 +137,7 @@ int run_portal(int argc, char** argv) {
         for (const CLI::App* sub : app.get_subcommands({})) {
             if (sub->parsed() || (!args.empty() && args.front() == sub->get_name())) command = sub->get_name();
         }
-        portal::log::say(command.empty() ? "usage" : command,
-                         portal::log::lowercase_first(e.what()) +
-                             (command.empty() ? " (see portal --help)" : " (see portal " + command + " --help)"));
+        portal::options::say_usage_problem(e, command.empty() ? "portal" : "portal " + command);
         return portal::kCliUsage;
     }
 
@@ -151,7 +154,7 @@ int run_portal(int argc, char** argv) {
     if (list_cmd->parsed()) return portal::portal_list(list);
     if (show_cmd->parsed()) return portal::portal_show(show);
     if (logs_cmd->parsed()) return portal::portal_logs(logs);
-    if (resume_cmd->parsed()) return portal::portal_resume(resume);
+    if (resume_cmd->parsed()) return portal::end_as_the_program_did(portal::portal_resume(resume));
     if (rm_cmd->parsed()) return portal::portal_rm(rm);
     if (gc_cmd->parsed()) return portal::portal_gc(gc);
     if (inspect_cmd->parsed()) return portal::portal_inspect(inspect);

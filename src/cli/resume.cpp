@@ -44,21 +44,6 @@ bool machine_fits(const ResumeRequest& request, const std::string& job_id) {
                            "the job stays suspended (portal resume " + job_id + ")");
         return false;
     }
-    if (!request.mem.empty()) {
-        const auto wanted = parse_size(request.mem);
-        if (!wanted) {
-            log::say("resume", "--mem " + request.mem + ": not a size (examples: 64, 64G, 512M)");
-            return false;
-        }
-        const std::uint64_t have = physical_memory();
-        if (have < *wanted) {
-            log::say("resume", "this machine has " + format_size(have) + " of memory, less than the " +
-                                   format_size(*wanted) + " asked for with --mem; resume the job on a "
-                                   "larger machine: it stays suspended, intact (portal resume " + job_id +
-                                   " --mem " + request.mem + ")");
-            return false;
-        }
-    }
     if (!request.gpu.empty()) {
         const std::string names = gpu_names();
         if (names.find(request.gpu) == std::string::npos) {
@@ -127,7 +112,11 @@ int portal_resume(const ResumeRequest& request) {
     }
     // --mem caps the resumed job as if the machine had that much (the tripwire), so
     // that it is suspended again, not killed, if it needs more still.
-    const auto requested = request.mem.empty() ? std::nullopt : parse_size(request.mem);
+    // Checked while parsing (options::mem_size, the one check portal-run makes too):
+    // a size this machine has.
+    const std::optional<std::uint64_t> requested =
+        request.mem.empty() ? std::nullopt
+                            : std::optional<std::uint64_t>(parse_mem_option(request.mem, tripwire::machine_memory()));
     try {
         // Policies given again replace those the job was recorded with.
         set_boot_policy(parse_policies(request.policies));
@@ -169,8 +158,7 @@ int portal_resume(const ResumeRequest& request) {
     // The program ran only if the restore marked the job running; a resume refused
     // before that (a source changed, a damaged checkpoint) leaves the job
     // suspended, intact, to be resumed once the cause is fixed (JobRun::finish).
-    const int code = supervise(resume_argv(job.dir.string(), *installation), tripwire::memory_cap(requested),
-                               run->tee());
+    const int code = run->supervise(resume_argv(job.dir.string(), *installation), tripwire::memory_cap(requested));
     run->finish(code);
     return code;
 }

@@ -3,8 +3,11 @@
 
 #include "portal/store_trust.hpp"
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <ctime>
 #include <fcntl.h>
 #include <string>
 #include <sys/file.h>
@@ -15,15 +18,32 @@ namespace portal {
 
 namespace {
 
-std::string read_all(int fd) {
+constexpr mode_t kLockMode = 0600;
+// What a holder writes is one line; a bigger file is not Portal's, and is not read whole.
+constexpr std::size_t kHolderTextMax = 4096;
+
+std::string read_holder(int fd) {
     std::string text;
     char buf[512];
     ssize_t n;
-    while ((n = pread(fd, buf, sizeof buf, static_cast<off_t>(text.size()))) > 0) {
+    while (text.size() < kHolderTextMax &&
+           (n = pread(fd, buf, sizeof buf, static_cast<off_t>(text.size()))) > 0) {
         text.append(buf, static_cast<std::size_t>(n));
     }
+    text.resize(std::min(text.size(), kHolderTextMax));
     while (!text.empty() && (text.back() == '\n' || text.back() == ' ')) text.pop_back();
+    // Printed in others' messages: no terminal control characters.
+    for (char& c : text) {
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = '?';
+    }
     return text;
+}
+
+
+void write_holder(int fd, const std::string& who) {
+    if (ftruncate(fd, 0) != 0 || pwrite(fd, who.data(), who.size(), 0) < 0) {
+        // The lock is what matters; the text is only for messages.
+    }
 }
 
 }  // namespace
@@ -33,25 +53,26 @@ JobLock JobLock::acquire(const Job& job, const std::string& command) {
     if (fd < 0) {
         throw JobError("job " + job.id + ": cannot open " + job.lock_path().string() + ": " + std::strerror(errno));
     }
-    fchmod(fd, 0600);  // whatever the umask: the next holder must open it for writing
+    fchmod(fd, kLockMode);  // whatever the umask: the next holder must open it for writing
     int rc;
     while ((rc = flock(fd, LOCK_EX | LOCK_NB)) != 0 && errno == EINTR) {
     }
     if (rc != 0) {
-        const std::string holder = read_all(fd);
+        const std::string holder = read_holder(fd);
         close(fd);
         throw JobBusy("job " + job.id + " is in use by " + (holder.empty() ? "another process" : holder));
     }
     // Who holds it, for the message another command gives: only the holder writes.
-    const std::string who = "pid " + std::to_string(getpid()) + ", " + command + ", since " +
-                            utc_iso(std::time(nullptr)) + "\n";
-    if (ftruncate(fd, 0) != 0 || pwrite(fd, who.data(), who.size(), 0) < 0) {
-        // The lock is what matters; the text is only for messages.
-    }
-    return JobLock(fd);
+    std::string who = "pid " + std::to_string(getpid()) + ", " + command + ", since " + utc_iso(std::time(nullptr));
+    write_holder(fd, who + "\n");
+    return JobLock(fd, std::move(who));
 }
 
-JobLock::JobLock(JobLock&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+void JobLock::name_program(pid_t pid) {
+    if (fd_ >= 0) write_holder(fd_, who_ + "; program pid " + std::to_string(pid) + "\n");
+}
+
+JobLock::JobLock(JobLock&& other) noexcept : fd_(other.fd_), who_(std::move(other.who_)) { other.fd_ = -1; }
 
 JobLock::~JobLock() {
     if (fd_ >= 0) {
@@ -74,7 +95,7 @@ std::optional<std::string> lock_holder(const Job& job) {
         close(fd);
         return std::nullopt;
     }
-    std::string holder = read_all(fd);
+    std::string holder = read_holder(fd);
     close(fd);
     return holder.empty() ? std::string("another process") : holder;
 }

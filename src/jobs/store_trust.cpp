@@ -158,6 +158,9 @@ std::string distrust_reason(int fd, bool want_directory) {
     if ((st.st_mode & kOthersWrite) != 0) {
         return "writable by group or others (mode " + octal_mode(st.st_mode) + ")";
     }
+    // A second name for one of our files (made by whoever could link it there) is
+    // not a file Portal made: a write through it lands in the other name too.
+    if (!want_directory && st.st_nlink != 1) return std::to_string(st.st_nlink) + " hard links";
     return "";
 }
 

@@ -25,7 +25,7 @@ ChildOutcome interpret_wait_status(int wait_status, int forwarded_signal) {
         return out;
     }
     const int sig = WTERMSIG(wait_status);
-    out.exit_code = 128 + sig;
+    out.exit_code = kSignalExitBase + sig;
     if (sig == forwarded_signal) {
         return out;
     }

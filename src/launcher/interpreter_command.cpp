@@ -87,6 +87,10 @@ std::vector<std::string> interpreter_argv(const ProgramSpec& program, const Inst
     return argv;
 }
 
+bool runs_bootstrap(const std::vector<std::string>& argv, const Installation& where) {
+    return argv.size() > 2 && argv[1] == "-c" && argv[2] == bootstrap_line(where.package_dir);
+}
+
 std::vector<std::string> resume_argv(const std::string& job_dir, const Installation& where) {
     return {where.python, "-c", bootstrap_line(where.package_dir), "resume", job_dir};
 }

@@ -8,6 +8,7 @@
 
 #include "portal/exit_status.hpp"
 #include "portal/log.hpp"
+#include "portal/supervisor.hpp"
 
 namespace portal {
 
@@ -91,6 +92,15 @@ void JobRun::begin(const std::string& kind, const std::vector<std::string>& comm
     });
     run_index_ = record["runs"].size() - 1;
     setenv("PORTAL_JOB_DIR", job_.dir.c_str(), 1);
+}
+
+int JobRun::supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t> data_limit,
+                      bool bootstrapped) {
+    if (!bootstrapped) {
+        unsetenv("PORTAL_JOB_DIR");
+    }
+    return portal::supervise(argv, data_limit, tee(), bootstrapped ? lock_.fd() : -1,
+                             [this](pid_t pid) { lock_.name_program(pid); });
 }
 
 void JobRun::finish(int exit_code) {

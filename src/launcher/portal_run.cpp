@@ -13,6 +13,7 @@
 #include "portal/interpreter_command.hpp"
 #include "portal/job_run.hpp"
 #include "portal/log.hpp"
+#include "portal/options.hpp"
 #include "portal/policy.hpp"
 #include "portal/size.hpp"
 #include "portal/supervisor.hpp"
@@ -23,7 +24,7 @@ namespace portal {
 
 namespace {
 
-constexpr int kUsageExit = 2;  // as python's own usage errors
+using options::kUsageExit;
 
 struct RunOptions {
     bool version = false;
@@ -52,14 +53,13 @@ void describe(CLI::App& app, RunOptions& opts) {
                    "Treat the code under PATH as the program's own, as the script's directory, "
                    "the working directory and PYTHONPATH are (repeatable)")
         ->type_name("PATH")
-        ->check(CLI::ExistingPath);
+        ->check(options::existing_path());
     app.add_option("--mem", opts.mem,
                    "Cap the program's memory as if this machine had SIZE (2G, 512M; a bare number "
-                   "is GiB): past the cap an allocation fails and the job is suspended")
+                   "is GiB; at least 256M, at most this machine's memory): past the cap an "
+                   "allocation fails and the job is suspended")
         ->type_name("SIZE")
-        ->check([](const std::string& text) {
-            return parse_size(text) ? std::string() : "not a size (examples: 2G, 512M, 64)";
-        });
+        ->check(options::mem_size("run it on a machine that has that much, or ask for less"));
 }
 
 // Options that take a separate value, so that the splitter does not mistake the
@@ -92,7 +92,7 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
         std::cout << app.help();
         return 0;
     } catch (const CLI::ParseError& e) {
-        log::say(invoked_as, log::lowercase_first(e.what()) + " (see " + invoked_as + " --help)");
+        options::say_usage_problem(e, invoked_as);
         return kUsageExit;
     } catch (const UsageError& e) {
         log::say(invoked_as, std::string(e.what()) + " (see " + invoked_as + " --help)");
@@ -134,7 +134,10 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
     }
     const auto argv = interpreter_argv(split.program, *installation);
     log::debug("interpreter", argv.front() + " with " + std::to_string(argv.size() - 1) + " arguments");
-    const auto requested = opts.mem.empty() ? std::nullopt : parse_size(opts.mem);
+    // Checked while parsing (options::mem_size): a value here is a size.
+    const std::optional<std::uint64_t> requested =
+        opts.mem.empty() ? std::nullopt
+                         : std::optional<std::uint64_t>(parse_mem_option(opts.mem, tripwire::machine_memory()));
     // Every run is a job (docs/job-store.md): recorded, its output kept, found by
     // `portal list`.  A store that cannot be written does not stop the program; it
     // only cannot be suspended.
@@ -146,7 +149,8 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
     } catch (const JobError& e) {
         log::say("job store", std::string(e.what()) + "; the program runs, but cannot be suspended");
     }
-    const int code = supervise(argv, tripwire::memory_cap(requested), run ? run->tee() : nullptr);
+    const auto cap = tripwire::memory_cap(requested);
+    const int code = run ? run->supervise(argv, cap, runs_bootstrap(argv, *installation)) : supervise(argv, cap);
     if (run) {
         run->finish(code);
     }

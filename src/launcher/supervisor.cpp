@@ -5,9 +5,12 @@
 #include <atomic>
 #include <cerrno>
 #include <csignal>
+#include <cstdio>
 #include <cstring>
+#include <fcntl.h>
 #include <iostream>
 #include <poll.h>
+#include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/resource.h>
 #include <sys/types.h>
@@ -26,6 +29,9 @@ std::atomic<pid_t> g_child{0};
 // forwarded by us, or sent by the terminal to the child as well.  A death by it
 // needs no `portal: killed` report (python prints none either).
 std::atomic<int> g_forwarded{0};
+// The signal the last supervised child died of (0: it exited), for
+// end_as_the_program_did().
+int g_program_signal = 0;
 
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
 
@@ -78,8 +84,47 @@ sigset_t forwarded_set() {
 
 struct sigaction g_old_sigpipe {};
 
+// The interpreter dies with its supervisor: SIGKILL when the supervisor's thread
+// ends.  A supervisor that died between fork() and prctl() has already given the
+// child to another parent (init, a subreaper): then nothing of the program runs.
+void die_with(pid_t supervisor) {
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) {
+        log::say("supervisor", std::string("cannot tie the program to its supervisor: ") + std::strerror(errno));
+        _exit(kSupervisorGoneExit);
+    }
+    if (getppid() != supervisor) {
+        _exit(kSupervisorGoneExit);
+    }
+}
+
+// The interpreter's own descriptor of the job's lock, above the numbers a program
+// usually sees (python's first open() still returns 3), or the lowest free one
+// where the descriptor limit is lower.  The bootstrap reads PORTAL_LOCK_FD,
+// removes it from the environment, and keeps the descriptor from its own children
+// (python/_portal/boot.py).
+constexpr int kLockFdFloor = 100;
+
+void hand_over_lock(int job_lock_fd) {
+    int fd = fcntl(job_lock_fd, F_DUPFD, kLockFdFloor);
+    if (fd < 0) fd = fcntl(job_lock_fd, F_DUPFD, 0);
+    if (fd < 0) {
+        log::say("job lock", std::string("cannot hand the lock to the program: ") + std::strerror(errno) +
+                                 "; only the supervisor holds it");
+        unsetenv(kLockFdVariable);
+        return;
+    }
+    setenv(kLockFdVariable, std::to_string(fd).c_str(), 1);
+}
+
 [[noreturn]] void exec_child(const std::vector<std::string>& argv, const sigset_t& old_mask,
-                             std::optional<std::uint64_t> data_limit, OutputTee* tee) {
+                             std::optional<std::uint64_t> data_limit, OutputTee* tee, pid_t supervisor,
+                             int job_lock_fd) {
+    die_with(supervisor);
+    if (job_lock_fd >= 0) {
+        hand_over_lock(job_lock_fd);
+    } else {
+        unsetenv(kLockFdVariable);
+    }
     if (tee != nullptr) {
         tee->attach_child();
     }
@@ -163,7 +208,9 @@ bool wait_while_copying(pid_t pid, OutputTee& tee, int* status) {
 
 }  // namespace
 
-int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t> data_limit, OutputTee* tee) {
+int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t> data_limit, OutputTee* tee,
+              int job_lock_fd, const std::function<void(pid_t)>& started) {
+    g_program_signal = 0;
     std::cout.flush();
     std::cerr.flush();
     if (tee != nullptr && !tee->kept()) {
@@ -180,16 +227,20 @@ int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t>
     const sigset_t held = forwarded_set();
     sigset_t old_mask;
     sigprocmask(SIG_BLOCK, &held, &old_mask);
+    const pid_t supervisor = getpid();
     const pid_t pid = fork();
     if (pid < 0) {
         log::say("fork", std::strerror(errno));
         return 1;
     }
     if (pid == 0) {
-        exec_child(argv, old_mask, data_limit, tee);
+        exec_child(argv, old_mask, data_limit, tee, supervisor, job_lock_fd);
     }
     g_child.store(pid);
     sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    if (started) {
+        started(pid);
+    }
 
     int status = 0;
     if (tee != nullptr) {
@@ -199,10 +250,34 @@ int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t>
         return 1;
     }
     const ChildOutcome outcome = interpret_wait_status(status, g_forwarded.load());
+    g_program_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     if (outcome.report) {
         log::say(outcome.report->subject, outcome.report->problem);
     }
     return outcome.exit_code;
+}
+
+int end_as_the_program_did(int exit_code) {
+    const int signo = g_program_signal;
+    if (signo == 0 || exit_code != kSignalExitBase + signo) {
+        return exit_code;
+    }
+    std::cout.flush();
+    std::cerr.flush();
+    std::fflush(nullptr);
+    // A non-dumpable process writes no core, to a file or to a core_pattern pipe:
+    // SIGQUIT, SIGSEGV or SIGABRT of the program must not leave a core of portal-run.
+    prctl(PR_SET_DUMPABLE, 0);
+    struct sigaction dfl {};
+    dfl.sa_handler = SIG_DFL;
+    sigemptyset(&dfl.sa_mask);
+    sigaction(signo, &dfl, nullptr);
+    sigset_t only;
+    sigemptyset(&only);
+    sigaddset(&only, signo);
+    sigprocmask(SIG_UNBLOCK, &only, nullptr);
+    raise(signo);
+    return exit_code;  // a signal whose default action does not end a process
 }
 
 }  // namespace portal

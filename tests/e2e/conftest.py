@@ -260,9 +260,10 @@ def _text_diff(name: str, expected: bytes, actual: bytes) -> str:
 
 
 def portal_status_for(python_returncode: int) -> int:
-    """What portal-run must exit with when python ends with `python_returncode`:
-    the same code, or 128+N when python was killed by signal N (as a shell says)."""
-    return 128 - python_returncode if python_returncode < 0 else python_returncode
+    """What portal-run must end with when python ends with `python_returncode`: the
+    same, a death by the same signal included (-N: portal-run dies of signal N once
+    the job is recorded, so a parent sees what python's would, and a shell 128+N)."""
+    return python_returncode
 
 
 def assert_same(python: Outcome, portal: Outcome):
@@ -274,7 +275,7 @@ def assert_same(python: Outcome, portal: Outcome):
     want = portal_status_for(python.returncode)
     if portal.returncode != want:
         problems.append(f"exit status: python3 {python.returncode}, so portal-run must give "
-                        f"{want}; it gave {portal.returncode}")
+                        f"{want} (negative: killed by that signal); it gave {portal.returncode}")
     assert not problems, "portal-run differs from python3:\n" + "\n".join(problems)
 
 

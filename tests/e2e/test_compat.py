@@ -3,7 +3,7 @@
 Each case runs a program of the corpus (tests/e2e/compat) both ways, from a fresh
 copy of the corpus at the same path, with the same working directory, stdin and
 environment, and requires byte-identical stdout and stderr and the same exit status
-(python killed by signal N, returncode -N, is portal-run exiting 128+N).  Every case
+(python killed by signal N, returncode -N: portal-run is killed by signal N too).  Every case
 runs twice: stdout and stderr on separate pipes, and both on one pipe, where the
 interleaving of the two streams shows.  The cases' expected python exit status and
 some expected output guard against a case that fails the same way under both.

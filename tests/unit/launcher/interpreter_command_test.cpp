@@ -65,6 +65,16 @@ TEST(InterpreterArgv, MissingScriptIsHandedToPythonAsIs) {
               (std::vector<std::string>{"/usr/bin/python3", "/nonexistent/x.py", "a"}));
 }
 
+// Only the bootstrap hides PORTAL_LOCK_FD and PORTAL_JOB_DIR from the program:
+// what python runs itself is not given them (job_run.hpp).
+TEST(RunsBootstrap, OnlyTheBootstrapsCommandLines) {
+    TempFile src("pass\n");
+    EXPECT_TRUE(runs_bootstrap(interpreter_argv({ProgramKind::Script, src.path, {}, {src.path}}, kWhere), kWhere));
+    EXPECT_TRUE(runs_bootstrap(resume_argv("/jobs/x", kWhere), kWhere));
+    EXPECT_FALSE(runs_bootstrap(interpreter_argv({ProgramKind::Script, "/nonexistent/x.py", {}}, kWhere), kWhere));
+    EXPECT_FALSE(runs_bootstrap({"/usr/bin/python3", "-c", "print(1)"}, kWhere));
+}
+
 TEST(InterpreterArgv, ModuleAndCommand) {
     auto m = interpreter_argv({ProgramKind::Module, "json.tool", {"f"}, {"-mjson.tool"}}, kWhere);
     EXPECT_EQ(std::vector<std::string>(m.begin() + 3, m.end()),

@@ -85,5 +85,21 @@ TEST_F(OutputTeeTest, ABackgroundWriterDoesNotKeepTheSupervisorWaiting) {
     EXPECT_EQ(slurp(dir / "out"), "now\n");
 }
 
+// output.log is never written through a symbolic link, nor a FIFO or a file others
+// may change: the output is then not kept, and the program still runs.
+TEST_F(OutputTeeTest, AnUntrustedLogIsNotWritten) {
+    const fs::path target = dir / "elsewhere";
+    { std::ofstream(target) << "keep\n"; }
+    fs::create_symlink(target, dir / "link.log");
+    EXPECT_FALSE(OutputTee(dir / "link.log").kept());
+    EXPECT_EQ(fs::file_size(target), 5u);
+    ASSERT_EQ(mkfifo((dir / "fifo.log").c_str(), 0600), 0);
+    EXPECT_FALSE(OutputTee(dir / "fifo.log").kept());  // and did not block
+    { std::ofstream(dir / "open.log") << ""; }
+    fs::permissions(dir / "open.log", fs::perms::owner_read | fs::perms::owner_write | fs::perms::group_write);
+    EXPECT_FALSE(OutputTee(dir / "open.log").kept());
+    EXPECT_TRUE(OutputTee(dir / "fine.log").kept());
+}
+
 }  // namespace
 }  // namespace portal
