@@ -2,6 +2,7 @@
 // (src/jobs/job_lock.cpp): never followed through a symbolic link, never blocked on
 // as a FIFO, never truncated when it is not a private regular file of the user's.
 #include "portal/job_lock.hpp"
+#include "portal/store_trust.hpp"
 
 #include <chrono>
 #include <csignal>
@@ -46,12 +47,12 @@ TEST_F(JobLockTrustTest, ASymlinkIsRefusedAndItsTargetUntouched) {
     std::ofstream(victim) << "keep me\n";
     fs::create_symlink(victim, job.lock_path());
     const std::string why = refusal_of_acquire();
-    EXPECT_NE(why.find("job.lock: is a symbolic link; it cannot be trusted"), std::string::npos) << why;
+    EXPECT_NE(why.find("job.lock: a symlink; it cannot be trusted"), std::string::npos) << why;
     std::ifstream in(victim);
     std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     EXPECT_EQ(text, "keep me\n");
     EXPECT_EQ(fs::status(victim).permissions() & fs::perms::group_write, fs::perms::none);
-    EXPECT_FALSE(lock_holder(job).has_value());  // and reading it names nobody
+    EXPECT_THROW(lock_holder(job), StoreUntrusted);  // and reading it trusts nothing of it
 }
 
 TEST_F(JobLockTrustTest, AFifoIsRefusedWithoutBlocking) {
@@ -59,17 +60,17 @@ TEST_F(JobLockTrustTest, AFifoIsRefusedWithoutBlocking) {
     // Without O_NONBLOCK, opening a FIFO nobody writes blocks forever.
     auto acquired = std::async(std::launch::async, [this] { return refusal_of_acquire(); });
     ASSERT_EQ(acquired.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "acquire blocked";
-    EXPECT_NE(acquired.get().find("is not a regular file"), std::string::npos);
+    EXPECT_NE(acquired.get().find("job.lock: a FIFO, not a regular file; it cannot be trusted"), std::string::npos);
     auto read = std::async(std::launch::async, [this] { return lock_holder(job); });
     ASSERT_EQ(read.wait_for(std::chrono::seconds(5)), std::future_status::ready) << "lock_holder blocked";
-    EXPECT_FALSE(read.get().has_value());
+    EXPECT_THROW(read.get(), StoreUntrusted);
 }
 
 TEST_F(JobLockTrustTest, AFileOthersMayWriteIsRefusedNotRepaired) {
     std::ofstream(job.lock_path()) << "pid 1, planted\n";
     fs::permissions(job.lock_path(), fs::perms::owner_read | fs::perms::owner_write | fs::perms::others_write);
     const std::string why = refusal_of_acquire();
-    EXPECT_NE(why.find("has mode 0602, others may change it"), std::string::npos) << why;
+    EXPECT_NE(why.find("job.lock: writable by group or others (mode 0602); it cannot be trusted"), std::string::npos) << why;
     EXPECT_EQ(fs::file_size(job.lock_path()), std::string("pid 1, planted\n").size());  // not truncated
 }
 
@@ -78,7 +79,7 @@ TEST_F(JobLockTrustTest, AHardLinkIsRefused) {
     std::ofstream(other) << "x";
     fs::permissions(other, fs::perms::owner_read | fs::perms::owner_write);
     fs::create_hard_link(other, job.lock_path());
-    EXPECT_NE(refusal_of_acquire().find("has 2 hard links"), std::string::npos);
+    EXPECT_NE(refusal_of_acquire().find("job.lock: 2 hard links; it cannot be trusted"), std::string::npos);
     EXPECT_EQ(fs::file_size(other), 1u);
 }
 
@@ -86,7 +87,7 @@ TEST_F(JobLockTrustTest, AnotherUsersFileIsRefused) {
     if (geteuid() != 0) GTEST_SKIP() << "giving a file away (chown) needs root";
     std::ofstream(job.lock_path()) << "";
     ASSERT_EQ(chown(job.lock_path().c_str(), 65534, 65534), 0);
-    EXPECT_NE(refusal_of_acquire().find("is owned by uid 65534, not by you (uid 0)"), std::string::npos);
+    EXPECT_NE(refusal_of_acquire().find("job.lock: owned by uid 65534; it cannot be trusted"), std::string::npos);
 }
 
 // The holder's text names the program too, once it runs; and a process that has

@@ -789,6 +789,13 @@ def test_a_resume_failure_is_one_resume_error_never_a_traceback(program, monkeyp
                                      "policy": {}}})
     assert info.path == str(job_dir / "checkpoint")
     monkeypatch.chdir(program.dir)
+    # restore.start sets the job's PYTHONPATH and fixture in os.environ, as a resume
+    # must: this process's own are given back afterwards (later tests start children)
+    for name in ("PYTHONPATH", "PORTAL_FAKE_OOM"):
+        if name in os.environ:
+            monkeypatch.setenv(name, os.environ[name])
+        else:
+            monkeypatch.delenv(name, raising=False)
 
     def broken_runtime(*args, **kwargs):
         raise KeyError("boom")
