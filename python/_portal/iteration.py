@@ -23,6 +23,8 @@ NAME = "__portal_iteration__"
 
 # (code object, loop line) -> the states at the start of its latest iteration.
 _MARKS = {}
+# Other notes taken with them, {name: fn() -> value}: irreversible.py's.
+NOTES = {}
 
 
 def _states(numpy_too):
@@ -34,7 +36,8 @@ def _states(numpy_too):
     return {"random": random.getstate(),
             "numpy": np.random.get_state() if np is not None else None,
             "torch": torch.get_rng_state() if torch is not None else None,
-            "cuda": cuda}
+            "cuda": cuda,
+            **{name: note() for name, note in NOTES.items()}}
 
 
 def iteration_start(loop_line, numpy_too=False):
