@@ -95,10 +95,14 @@ def test_an_error_after_the_optimizer_step_names_what_will_differ(work):
     assert shown.returncode == 0, shown.stderr.decode()
     for text in expected:
         assert f"will differ {text}\n" in shown.stdout.decode()
-    # What the message warned of: resumed, the scheduler steps once more than its
-    # total and OneCycleLR refuses, as the issue saw.
+    # What the message warned of: python runs its 12 steps; resumed, the scheduler
+    # steps once more than its total and OneCycleLR refuses, as the issue saw.
+    python = subprocess.run([PYTHON, "stepped.py"], cwd=work, capture_output=True, timeout=TIMEOUT)
+    assert python.returncode == 0, python.stderr.decode()
     resumed = portal(work, "resume", job.name)
-    assert resumed.returncode == 1 and b"Tried to step 13 times" in resumed.stderr, resumed.stderr.decode()
+    assert resumed.returncode == 1, resumed.stderr.decode()
+    assert resumed.stderr.decode().splitlines()[-1] == (
+        "ValueError: Tried to step 14 times. The specified number of total steps is 12")
 
 
 def test_an_error_before_anything_irreversible_names_nothing(work):

@@ -42,7 +42,7 @@ TEST_F(ShowTest, ASuspendedJobSaysWhereWhatHowLongAndHowToResume) {
     EXPECT_TRUE(has(text, "program     /p/train.py --lr 0.1\n")) << text;
     EXPECT_TRUE(has(text, "policies    oom.on=true\n")) << text;
     EXPECT_TRUE(has(text, "error       MemoryError: out of memory at /p/model.py:40\n")) << text;
-    EXPECT_TRUE(has(text, "loop        /p/train.py:12, iteration 4 (runs again from its start)\n")) << text;
+    EXPECT_TRUE(has(text, "loop        /p/train.py:12, iteration 4 (0-based; runs again from its start)\n")) << text;
     EXPECT_TRUE(has(text, "checkpoint  5.0 MiB in " + (home / "jobs/train-aaaaaa/checkpoint").string())) << text;
     EXPECT_TRUE(has(text, "expires     2026-12-02 11:00 UTC (2d 23h left)\n")) << text;
     // Twice the tripwire's cap under --mem 8G, as the suspension report suggests.
