@@ -123,7 +123,7 @@ def test_list_is_a_table_newest_first(three):
                                                  (three.completed, "completed", "ok.py"),
                                                  (three.suspended, "suspended", "loop.py")]
     # The suspended one: where it continues, its checkpoint's size, the time left.
-    assert re.search(r" loop\.py:2 \(3\)\s+[\d.]+ KiB\s+(2d 23h|3d 0h)$", lines[3]), lines[3]
+    assert re.search(r" loop\.py:2 \(2\)\s+[\d.]+ KiB\s+(2d 23h|3d 0h)$", lines[3]), lines[3]
     # The others have nothing to continue.
     assert lines[1].rstrip().endswith("-                 -           -"), lines[1]
 
