@@ -15,23 +15,30 @@ loop without marks (one whose body does not call `.backward()`) is not judged.
 Not detected: other in-place changes of parameters or buffers (`p.data.mul_()`
 of the program's own), which no hook sees at a cost a training step can pay.
 
-Imports nothing but sys and weakref at the top (plugins.import_patches()); it
-is imported at start-up and only then: the patches and the marks hold its functions.
+Imports nothing but sys at the top (plugins.import_patches()); it is imported
+at start-up and only then: the patches and the marks (iteration.py) hold it.
 """
 import sys
-import weakref
 
-_SERIAL = [0]                        # one count for every event below
-_LAST = weakref.WeakKeyDictionary()  # optimizer or scheduler -> serial of its last step
-_NORMS = []                          # weak references to the BatchNorm modules, in order made
+_SERIAL = [0]      # one count for every event below
+_LAST = []         # [WeakKeyDictionary: optimizer or scheduler -> serial of its last step]
+_NORMS = []        # weak references to the BatchNorm modules, in order made
 
 
 def _stepped(obj):
     _SERIAL[0] += 1
+    if not _LAST:   # weakref: imported by torch by now, never by Portal's start-up
+        import weakref
+        _LAST.append(weakref.WeakKeyDictionary())
     try:
-        _LAST[obj] = _SERIAL[0]
+        _LAST[0][obj] = _SERIAL[0]
     except TypeError:
         pass
+
+
+def _keep(module):
+    import weakref
+    _NORMS.append(weakref.ref(module))
 
 
 def _patch_optimizer(module):
@@ -77,11 +84,11 @@ def _patch_batchnorm(module):
 
     def __init__(self, *args, **kwargs):
         init(self, *args, **kwargs)
-        _NORMS.append(weakref.ref(self))
+        _keep(self)
 
     def __setstate__(self, state):  # rebuilt by a resume (or a copy)
         setstate(self, state)
-        _NORMS.append(weakref.ref(self))
+        _keep(self)
     for fn, old in ((__init__, init), (__setstate__, setstate)):
         fn.__name__, fn.__qualname__, fn.__doc__, fn.__wrapped__ = \
             old.__name__, old.__qualname__, old.__doc__, old
@@ -90,8 +97,6 @@ def _patch_batchnorm(module):
 
 
 def import_patches():
-    from _portal import iteration
-    iteration.NOTES["irreversible"] = note
     return {"torch.optim.optimizer": _patch_optimizer,
             "torch.optim.lr_scheduler": _patch_schedulers,
             "torch.nn.modules.batchnorm": _patch_batchnorm}
@@ -129,7 +134,7 @@ def will_differ(code, loop_line, roots, saved=None):
     def held(obj):
         return saved is None or id(obj) in saved
     out = []
-    for last, _, obj in sorted((last, i, obj) for i, (obj, last) in enumerate(list(_LAST.items()))):
+    for last, _, obj in sorted((last, i, obj) for i, (obj, last) in enumerate(list(_LAST[0].items() if _LAST else ()))):
         if held(obj) and (serial is None or last > serial):   # in the order they stepped
             out.append(_stepped_text(obj, roots, known=serial is not None))
     for i, version in enumerate(versions):

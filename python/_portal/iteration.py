@@ -19,12 +19,12 @@ the saved state and is not rolled back.
 import random
 import sys
 
+from _portal import irreversible   # what the marks note for it: what cannot be rolled back
+
 NAME = "__portal_iteration__"
 
 # (code object, loop line) -> the states at the start of its latest iteration.
 _MARKS = {}
-# Other notes taken with them, {name: fn() -> value}: irreversible.py's.
-NOTES = {}
 
 
 def _states(numpy_too):
@@ -37,7 +37,7 @@ def _states(numpy_too):
             "numpy": np.random.get_state() if np is not None else None,
             "torch": torch.get_rng_state() if torch is not None else None,
             "cuda": cuda,
-            **{name: note() for name, note in NOTES.items()}}
+            "irreversible": irreversible.note()}
 
 
 def iteration_start(loop_line, numpy_too=False):
