@@ -108,7 +108,7 @@ def _version(module):
     """The version counter of what a training forward bumps: num_batches_tracked
     (`add_(1)`, counted); the running mean and variance are written by the C++
     kernel without bumping theirs."""
-    stats = getattr(module, "num_batches_tracked", None)
+    stats = module.__dict__.get("_buffers", {}).get("num_batches_tracked")   # not nn.Module's slow __getattr__
     return stats._version if stats is not None else None
 
 
