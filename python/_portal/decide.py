@@ -25,7 +25,6 @@ next loop out is tried), or a Point: what the capture and the writer need.
 """
 import inspect
 import sys
-import time
 from dataclasses import dataclass, field
 from typing import Any, List
 
@@ -43,7 +42,6 @@ class Point:
     state: Any                          # the ProgramState to write
     roots: dict                         # {description: object}, for messages
     will_differ: List[str] = field(default_factory=list)
-    trial_seconds: float = 0.0          # what the trial pickling cost
 
 
 def decide(runtime, loop_frame, loop_line, exc, make_state):
@@ -70,16 +68,14 @@ def decide(runtime, loop_frame, loop_line, exc, make_state):
     except capture.Decline as d:
         return str(d)
     state, roots = make_state(frames, site)
-    started = time.perf_counter()
-    saved = _trial(runtime, state, roots)
+    saved = _trial(runtime, state, roots)   # docs/fidelity.md: its cost
     if isinstance(saved, str):
         return saved
-    trial_seconds = time.perf_counter() - started
     from _portal import irreversible
     differ = irreversible.will_differ(loop_frame.f_code, loop_line, roots, saved)
     if differ and runtime.policy.get("oom.exact") == "true":
         return "with oom.exact=true, not a point where something will differ: " + "; ".join(differ)
-    return Point(frames, site, state, roots, differ, trial_seconds)
+    return Point(frames, site, state, roots, differ)
 
 
 def _thread(loop_frame):
