@@ -188,3 +188,19 @@ def test_a_dataloader_loop_is_reported_by_batch_and_epoch(work):
     python = subprocess.run([PYTHON, "loader.py"], cwd=work, capture_output=True, timeout=TIMEOUT)
     assert resumed.returncode == 0, resumed.stderr.decode()
     assert resumed.stdout == python.stdout
+
+
+def test_the_lbfgs_pattern_names_the_step_it_will_take_again(work):
+    """optimizer.step(closure), then the error in the test forward under no_grad
+    (docs/fidelity.md: why the resume is not at the failing statement)."""
+    r = run(work, "lbfgs.py", PORTAL_FAKE_OOM="lbfgs.py:21@2")
+    assert r.returncode == SUSPENDED, r.stderr.decode()
+    # backward() is called in the closure, not in the loop's body: the loop has no
+    # iteration marks today, so the step is named as possible; once the loop is
+    # marked (issue 11 item 1, the rollback work) the definite text applies.
+    named = [line for line in portal_lines(r.stderr) if "will differ" in line]
+    assert named in (
+        ["portal: suspended: will differ: optimizer 'optimizer' has stepped, maybe in the failed iteration "
+         "(this loop's iterations are not marked: Portal cannot tell): it may step again"],
+        ["portal: suspended: will differ: the failed iteration had already stepped optimizer 'optimizer': "
+         "it will step again"]), named
