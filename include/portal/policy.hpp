@@ -2,7 +2,8 @@
 // (comma-separated) in the environment; the option wins over the environment.
 //
 // Supported: oom.on=true|false (false: every out-of-memory error fails at once, as
-// under python).  A policy is recorded with the job and kept on resume unless
+// under python); oom.exact=true|false (true: a loop where the failed iteration
+// changed what a resume cannot roll back declines, python/_portal/irreversible.py).  A policy is recorded with the job and kept on resume unless
 // given again.
 #pragma once
 

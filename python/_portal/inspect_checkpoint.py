@@ -244,7 +244,7 @@ def format_report(r):
         e = r["error"]
         add(f"error        {e.get('type')}: {e.get('message')} at {e.get('file')}:{e.get('line')}")
     if isinstance(r.get("loop"), dict):
-        add(f"loop         {_where(r['loop'])}, iteration {r['loop'].get('iteration')}")
+        add(f"loop         {_where(r['loop'])}, iteration {r['loop'].get('iteration')} (0-based)")
     if r.get("frames"):
         add("frames       (outermost first)")
         for f in r["frames"]:

@@ -19,6 +19,8 @@ the saved state and is not rolled back.
 import random
 import sys
 
+from _portal import irreversible   # what the marks note for it: what cannot be rolled back
+
 NAME = "__portal_iteration__"
 
 # (code object, loop line) -> the states at the start of its latest iteration.
@@ -34,7 +36,8 @@ def _states(numpy_too):
     return {"random": random.getstate(),
             "numpy": np.random.get_state() if np is not None else None,
             "torch": torch.get_rng_state() if torch is not None else None,
-            "cuda": cuda}
+            "cuda": cuda,
+            "irreversible": irreversible.note()}
 
 
 def iteration_start(loop_line, numpy_too=False):

@@ -24,7 +24,7 @@ import sys
 # In the order their reducers are consulted (a later one wins for the same type).
 MODULES = ("generators", "files", "torch_state", "dataloader", "tqdm_state", "logging_state")
 # Those that define import_patches().
-PATCHING = ("dataloader",)
+PATCHING = ("dataloader", "irreversible")
 
 
 def _load(name):

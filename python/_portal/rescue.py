@@ -12,10 +12,14 @@ first, while that loop's frame is still running.  A while statement is wrapped
 whole (no extra instruction per iteration) and its call passes the body's source
 span too; an error of its condition or else clause is declined (suspend.py).
 The stages, in order:
-  1. decide: out of memory?  not inside an optimizer step?  not taken by a
-     handler of the user's own further out?  (else return: the error goes on)
-  2. capture the chain of frames from __main__ to this loop (capture.py); a
-     loop that cannot be re-entered declines and the next loop out tries
+  1. decide (decide.py, every rule, before anything is freed): out of memory?
+     a thread, a coroutine, a torch.distributed group?  inside an optimizer
+     step?  taken by a handler of the user's own further out?  (else return:
+     the error goes on, its frames untouched)
+  2. capture the chain of frames from __main__ to this loop (capture.py, called
+     by decide.py); a loop that cannot be re-entered, whose state cannot be
+     saved, or (oom.exact=true) where something will differ declines, and the
+     next loop out tries
   3. free the frames inside the loop (their memory: activations, temporaries)
   4. save: process state, modules, the checkpoint (suspend.py)
   5. suspend: say where and how to resume, exit 75

@@ -86,8 +86,9 @@ class ProcessState:
 class LoopInfo:
     filename: str
     line: int
-    iteration: Optional[int]      # 1-based number of the iteration that runs again, if known
+    iteration: Optional[int]      # 0-based index of the iteration that runs again, if known
     function: str = "<module>"
+    iteration_text: Optional[str] = None   # "batch 4 (0-based) of epoch 2 (0-based)" ...
 
 
 @dataclass

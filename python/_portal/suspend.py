@@ -1,11 +1,15 @@
-"""From an out-of-memory error in a loop to a suspended job (rescue.py's stages 1-5)."""
+"""From an out-of-memory error in a loop to a suspended job (rescue.py's stages 1-5).
+
+_rescue() is the driver: decide (decide.py: every rule, nothing freed yet), free
+the frames inside the loop, write the checkpoint, record the job, report and exit.
+"""
 import os
 import random
 import sys
 import time
 import traceback
 
-from _portal import capture, jobs, store
+from _portal import jobs, store
 from _portal.job_contract import SUSPENDED_EXIT_STATUS  # contract/job_record.json, generated
 from _portal.state import LoopInfo, ProcessState, ProgramState
 
@@ -16,37 +20,8 @@ def _say(subject, problem):
     sys.stderr.write(f"portal: {subject}: {problem}\n")
 
 
-# ---- 1. decide --------------------------------------------------------------------------
-
-def _inside_optimizer_step(exc):
-    tb = exc.__traceback__
-    while tb is not None:
-        filename = tb.tb_frame.f_code.co_filename.replace("\\", "/")
-        if "/torch/optim/" in filename:
-            return f"{filename}:{tb.tb_lineno}"
-        tb = tb.tb_next
-    return None
-
-
-def _taken_by_user_handler(loop_frame, exc):
-    from _portal import handlers
-    return handlers.user_handler_taking(loop_frame, exc)
-
-
 def _decline(runtime, exc, reason):
     runtime.declined.setdefault(id(exc), []).append(reason)
-
-
-def _store_refusal(runtime):
-    """Why this run cannot write to the job store (then nothing is written: no
-    job, no key, no checkpoint), or None."""
-    problem = store.problem()
-    if problem is not None:
-        return f"the job store cannot be trusted: {problem}"
-    if not runtime.job_dir and store.supervised():
-        return (f"portal-run could not make this run a job in the store {store.home()} "
-                f"(its message above says why), so it cannot be suspended")
-    return None
 
 
 # ---- 3. free ------------------------------------------------------------------------------
@@ -64,6 +39,9 @@ def _free_inner_frames(exc, loop_frame):
         except RuntimeError:
             pass  # still executing (cannot happen for frames the error left)
         tb = tb.tb_next
+    if "torch" in sys.modules:   # what those frames held on a GPU goes back to the driver
+        from _portal import torch_state
+        torch_state.release_cached_device_memory()
 
 
 def _free_what_can_be_freed():
@@ -122,15 +100,12 @@ _INDEXED_ITERATORS = frozenset({
     "str_ascii_iterator", "str_iterator", "bytes_iterator", "bytearray_iterator"})
 
 
-def _iteration(stack, site):
-    """The 1-based number of the iteration that runs again, when the for loop's
-    iterator tells it (a list, tuple, range, str ..., or enumerate over one); None
-    otherwise (a while loop, whose stack holds only what outer loops iterate; an
-    iterator whose state is not a count of the items it gave: islice, zip,
-    reversed, a dict's ...)."""
-    if not site.is_for or site.iter_slot is None or site.iter_slot >= len(stack):
-        return None
-    it = stack[site.iter_slot]
+def _index(it):
+    """The 0-based index of the item `it` gave last, as the program counts it: a
+    list, tuple, range, str ... iterator, enumerate over one, or a DataLoader's
+    iterator (batch); None when its state is not a count of the items it gave
+    (islice, zip, reversed, a dict's ...).  (kind, index) with kind 'iteration'
+    or 'batch'."""
     try:
         for _ in range(8):  # enumerate(enumerate(...)) ...
             name = type(it).__name__
@@ -139,12 +114,38 @@ def _iteration(stack, site):
                 continue
             if name in _INDEXED_ITERATORS:
                 reduced = it.__reduce__()
-                if len(reduced) >= 3 and isinstance(reduced[2], int):
-                    return reduced[2]
+                if len(reduced) >= 3 and isinstance(reduced[2], int) and reduced[2] > 0:
+                    return "iteration", reduced[2] - 1
+            elif isinstance(getattr(it, "_num_yielded", None), int) and it._num_yielded > 0 \
+                    and hasattr(it, "_index_sampler"):
+                return "batch", it._num_yielded - 1
             return None
     except Exception:
         return None
     return None
+
+
+def _iteration(frames, site):
+    """(index, text) of the iteration that runs again: `iteration 13 (0-based)`,
+    `batch 4 (0-based) of epoch 2 (0-based)` for a DataLoader loop inside an
+    indexed one; (None, None) when the loop's iterator does not tell (a while
+    loop, whose stack holds only what outer loops iterate)."""
+    stack = frames[-1].stack
+    if not site.is_for or site.iter_slot is None or site.iter_slot >= len(stack):
+        return None, None
+    found = _index(stack[site.iter_slot])
+    if found is None:
+        return None, None
+    kind, index = found
+    text = f"{kind} {index} (0-based)"
+    if kind == "batch":   # the epoch: the nearest enclosing loop that counts
+        outer = list(stack[:site.iter_slot])[::-1] + [item for fs in frames[-2::-1] for item in fs.stack[::-1]]
+        for item in outer:
+            got = _index(item)
+            if got is not None and got[0] == "iteration":
+                text += f" of epoch {got[1]} (0-based)"
+                break
+    return index, text
 
 
 def _error_roots(state):
@@ -217,66 +218,72 @@ def rescue(runtime, loop_frame, loop_line, exc):
 
 
 def _rescue(runtime, loop_frame, loop_line, exc):
-    if id(exc) in runtime.capture_failed:
-        return  # its checkpoint failed twice: the job ends (outer loops do not retry)
-    refused = _store_refusal(runtime)
-    if refused:
-        return _decline(runtime, exc, refused)
-    if threading_main() is False:
-        return _decline(runtime, exc, "raised in a thread other than the main thread")
-    if not capture.raised_in_body(loop_frame, loop_line, exc):
-        return _decline(runtime, exc, f"raised outside the body of the while loop at "
-                                      f"{loop_frame.f_code.co_filename}:{loop_line} "
-                                      f"(in its condition or else clause)")
-    step = _inside_optimizer_step(exc)
-    if step:
-        return _decline(runtime, exc, f"raised inside an optimizer step ({step}): the weights may be half updated")
-    handler = _taken_by_user_handler(loop_frame, exc)
-    if handler:
-        return  # the program's own handler takes it: Portal does not intervene
-    main = sys.modules["__main__"]
-    main_globals = main.__dict__
-    main_code = runtime.main_code()
-    try:
-        frames, site = capture.capture_chain(loop_frame, loop_line, main_code, main_globals)
-    except capture.Decline as d:
-        return _decline(runtime, exc, str(d))
+    """The stages, one line each; every rule that can decline runs in decide.py,
+    before anything is freed or written."""
+    from _portal import decide
+    point = decide.decide(runtime, loop_frame, loop_line, exc,
+                          lambda frames, site: _point_state(runtime, loop_frame, loop_line, frames, site))
+    if not isinstance(point, decide.Point):
+        return _decline(runtime, exc, point) if point else None
+    error = _Error(exc)                                         # its text, before the frames go
+    _free_inner_frames(exc, loop_frame)                         # 3. free
+    job, created = _job(runtime)
+    if job is None:
+        return _decline(runtime, exc, created)                  # no job could be made: why
+    info = _write(runtime, job, point, _manifest_fields(runtime, job, exc, error, point))   # 4. save
+    if info is None:
+        return _failed(runtime, exc, job, created, point)
+    _record(runtime, job, error, point, info)
+    _report_and_exit(job, error, point, info.total_bytes)       # 5. suspend
 
-    where_tb = traceback.extract_tb(exc.__traceback__)
-    error_at = where_tb[-1] if where_tb else None
-    error_text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-    tb_text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
-    _free_inner_frames(exc, loop_frame)
-    if "torch" in sys.modules:   # what those frames held on a GPU goes back to the driver
-        from _portal import torch_state
-        torch_state.release_cached_device_memory()
 
+def _point_state(runtime, loop_frame, loop_line, frames, site):
+    """The ProgramState to save at this loop, and the names of its roots."""
+    index, text = _iteration(frames, site)
     loop = LoopInfo(filename=loop_frame.f_code.co_filename, line=loop_line,
-                    iteration=_iteration(frames[-1].stack, site), function=loop_frame.f_code.co_name)
+                    iteration=index, function=loop_frame.f_code.co_name, iteration_text=text)
     process = _process_state()
     from _portal import iteration
     marks = iteration.at_start(loop_frame.f_code, loop_line)
     if marks is not None:   # the iteration runs again: with the random numbers it drew
         iteration.roll_back(process, marks)
-    state = ProgramState(frames=frames, main=main_globals,
+    state = ProgramState(frames=frames, main=sys.modules["__main__"].__dict__,
                          process=process, loop=loop,
                          fake_oom=runtime.fake_oom.counts if runtime.fake_oom else None)
-    del frames
+    return state, _error_roots(state)
+
+
+class _Error:
+    def __init__(self, exc):
+        where = traceback.extract_tb(exc.__traceback__)
+        self.at = where[-1] if where else None
+        self.text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        self.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        self.where = f"{self.at.filename}:{self.at.lineno}" if self.at else None
+
+
+def _job(runtime):
+    """(the job, whether this rescue made it), or (None, why none could be made)."""
     created = not runtime.job_dir
     try:
         job = jobs.Job(runtime.job_dir) if runtime.job_dir else jobs.Job.create(runtime.main_filename)
     except (store.StoreError, OSError) as error:
-        return _decline(runtime, exc, f"no job could be made in the job store: {_message(error)}")
+        return None, f"no job could be made in the job store: {_message(error)}"
     runtime.job_dir = job.dir
-    manifest_fields = {
+    return job, created
+
+
+def _manifest_fields(runtime, job, exc, error, point):
+    loop, main_code = point.state.loop, runtime.main_code()
+    return {
         "job": job.id,
         "job_id": job.id,        # signed: the checkpoint is bound to this job
         "script": runtime.main_filename,
         "argv": list(sys.argv),
-        "error": {"type": type(exc).__qualname__, "message": str(exc), "text": error_text,
-                  "traceback": tb_text,
-                  "file": error_at.filename if error_at else None,
-                  "line": error_at.lineno if error_at else None},
+        "error": {"type": type(exc).__qualname__, "message": str(exc), "text": error.text,
+                  "traceback": error.traceback,
+                  "file": error.at.filename if error.at else None,
+                  "line": error.at.lineno if error.at else None},
         "loop": {"file": loop.filename, "line": loop.line, "iteration": loop.iteration,
                  "function": loop.function},
         "sources": runtime.registry.sources(),
@@ -285,71 +292,78 @@ def _rescue(runtime, loop_frame, loop_line, exc):
         # never unpickles (optional field, docs/checkpoint-format.md).
         "frames": [{"function": fs.name, "file": fs.filename,
                     "line": _line_at(main_code if fs.function is None else fs.function.__code__,
-                                     fs.offset, fs.line)} for fs in state.frames],
+                                     fs.offset, fs.line)} for fs in point.state.frames],
+        # What the failed iteration did that the resume does not undo (optional field).
+        "will_differ": list(point.will_differ),
     }
+
+
+def _write(runtime, job, point, manifest_fields):
+    """The checkpoint (CheckpointInfo), or None after two failed tries (point.failures)."""
     from _portal import autograd, checkpoint, plugins
     from _portal.reducers import DeclineLoop
     exact, inherited = plugins.reducers()
 
     def write(attempt):
         with _TestFault(checkpoint, attempt):
-            return checkpoint.write_checkpoint(job.dir, "checkpoint", state, _error_roots(state),
+            return checkpoint.write_checkpoint(job.dir, "checkpoint", point.state, point.roots,
                                                manifest_fields, registry=runtime.registry,
                                                reducers=exact, subclass_reducers=inherited)
 
     # A failed write leaves no partial checkpoint (checkpoint.py).  Free what can be
     # freed and try once more; a second failure ends the job: the error goes on as
     # without Portal, and the capture's message says why it was not rescued.
-    failures = []
-    info = None
+    point.failures = []
     for attempt in (1, 2):
         _free_what_can_be_freed()
         del autograd.CUT[:]
         try:
-            info = write(attempt)
-            break
-        except DeclineLoop as d:
-            # Not this loop: the error goes on to the next loop out, which may be saved.
-            return _decline(runtime, exc, f"its state holds {d}")
+            return write(attempt)
+        except DeclineLoop as d:   # only when decide.py's trial ran short of memory
+            point.failures = f"its state holds {d}"
+            return None
         except Exception as error:  # noqa: BLE001 - any failure of the writer
-            failures.append((type(error), _message(error)))
+            point.failures.append((type(error), _message(error)))
         # Out of the except block, the failed try is gone with its traceback: the
         # frames of the writer, its pickler and memo, the buffers it had listed.
-    if info is None:
-        if created:
-            import shutil
-            shutil.rmtree(job.dir, ignore_errors=True)
-            runtime.job_dir = None
-        runtime.capture_failed.add(id(exc))
-        (type1, text1), (type2, text2) = failures
-        reason = text2 if (type1, text1) == (type2, text2) else f"{text1}, then {text2}"
-        return _decline(runtime, exc, f"its checkpoint could not be written (tried twice): {reason}")
-
-    now = time.time()
-    expires = now + jobs.EXPIRY_SECONDS
-    _record_suspension(job, runtime, now, expires, error_text, error_at, loop, info)
-    cut = _names_of(autograd.CUT, _error_roots(state))
-    del autograd.CUT[:]
-    _report_and_exit(job, error_text, error_at, loop, info.total_bytes, expires, cut)
+    return None
 
 
-def _record_suspension(job, runtime, now, expires, error_text, error_at, loop, info):
+def _failed(runtime, exc, job, created, point):
+    """Both tries failed (the trial pickling in decide.py could not tell: it ran
+    short of memory itself, or the disk is full): the job ends."""
+    if created:
+        import shutil
+        shutil.rmtree(job.dir, ignore_errors=True)
+        runtime.job_dir = None
+    if isinstance(point.failures, str):
+        return _decline(runtime, exc, point.failures)   # not this loop: the next one out may be
+    runtime.capture_failed.add(id(exc))
+    (type1, text1), (type2, text2) = point.failures
+    reason = text2 if (type1, text1) == (type2, text2) else f"{text1}, then {text2}"
+    return _decline(runtime, exc, f"its checkpoint could not be written (tried twice): {reason}")
+
+
+def _record(runtime, job, error, point, info):
     """The record says suspended.  The checkpoint is committed already and is the
     truth (`portal` shows a job whose sound checkpoint disagrees with its record
     as suspended): a record that cannot be updated is said, not fatal."""
+    now = time.time()
+    point.expires = now + jobs.EXPIRY_SECONDS
     try:
-        _update_suspended(job, runtime, now, expires, error_text, error_at, loop, info)
-    except (store.PortalError, OSError) as error:
-        _say("job", f"{job.id}: its record could not be updated ({_message(error)}); "
+        _update_suspended(runtime, job, error, point, info, now)
+    except (store.PortalError, OSError) as failure:
+        _say("job", f"{job.id}: its record could not be updated ({_message(failure)}); "
                     f"the checkpoint is committed: portal resume {job.id}")
 
 
-def _update_suspended(job, runtime, now, expires, error_text, error_at, loop, info):
+def _update_suspended(runtime, job, error, point, info, now):
+    loop = point.state.loop
     job.update_record(state="suspended", script=runtime.main_filename, argv=list(sys.argv), cwd=os.getcwd(),
-                      suspended_at=jobs.utc_iso(now), expires_at=jobs.utc_iso(expires),
-                      checkpoint_bytes=info.total_bytes, error=error_text,
-                      error_at=f"{error_at.filename}:{error_at.lineno}" if error_at else None,
+                      suspended_at=jobs.utc_iso(now), expires_at=jobs.utc_iso(point.expires),
+                      checkpoint_bytes=info.total_bytes, error=error.text, error_at=error.where,
                       loop=f"{loop.filename}:{loop.line}", iteration=loop.iteration,
+                      will_differ=list(point.will_differ),
                       suggested_mem_gib=_suggested_mem_gib())   # what the report and `portal show` suggest
 
 
@@ -375,29 +389,28 @@ def _names_of(objects, roots):
     return names + [f"{len(wanted)} more, inside other objects"] * bool(wanted)
 
 
-def _report_and_exit(job, error_text, error_at, loop, size, expires, cut=()):
+def _report_and_exit(job, error, point, size):
+    from _portal import autograd
+    cut = _names_of(autograd.CUT, point.roots)
+    del autograd.CUT[:]
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
         except Exception:
             pass
-    at = f" at {error_at.filename}:{error_at.lineno}" if error_at else ""
-    iteration = f", iteration {loop.iteration}" if loop.iteration is not None else ""
-    _say("suspended", f"{error_text}{at}")
+    loop = point.state.loop
+    at = f" at {error.where}" if error.where else ""
+    iteration = f", {loop.iteration_text}" if loop.iteration_text else ""
+    _say("suspended", f"{error.text}{at}")
     _say("suspended", f"will continue from the loop at {loop.filename}:{loop.line} in {loop.function}()"
                       f"{iteration}; that iteration runs again from its start")
+    for item in point.will_differ:
+        _say("suspended", f"will differ: {item}")
     if cut:
         _say("suspended", "saved as plain tensors, their autograd graph already used by backward(): " +
                           ", ".join(cut))
     _say("suspended", f"job {job.id}, checkpoint {_human_size(size)} in {job.dir}, "
-                      f"kept until {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(expires))} (3 days)")
+                      f"kept until {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(point.expires))} (3 days)")
     _say("suspended", f"resume it on a machine with more memory: portal resume {job.id} --mem {_suggested_mem_gib()}")
     sys.stderr.flush()
     os._exit(SUSPENDED_EXIT)
-
-
-def threading_main():
-    threading = sys.modules.get("threading")
-    if threading is None:
-        return True
-    return threading.current_thread() is threading.main_thread()

@@ -41,9 +41,14 @@ void describe_suspension(std::ostream& out, const nlohmann::json& s, const std::
     if (s.contains("error_at") && s["error_at"].is_string()) out << " at " << text_of(s["error_at"]);
     out << "\n" << indent << "loop        " << field(s, "loop");
     if (s.contains("iteration") && s["iteration"].is_number_integer()) {
-        out << ", iteration " << s["iteration"].get<long long>() << " (runs again from its start)";
+        out << ", iteration " << s["iteration"].get<long long>() << " (0-based; runs again from its start)";
     }
     out << "\n";
+    if (s.contains("will_differ") && s["will_differ"].is_array()) {
+        for (const auto& item : s["will_differ"]) {
+            if (item.is_string()) out << indent << "will differ " << item.get<std::string>() << "\n";
+        }
+    }
 }
 
 }  // namespace

@@ -10,6 +10,7 @@ namespace {
 
 const std::map<std::string, std::vector<std::string>> kSupported{
     {"oom.on", {"true", "false"}},
+    {"oom.exact", {"true", "false"}},  // true: a point where something will differ declines
 };
 
 std::string supported_list() {

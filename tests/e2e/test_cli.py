@@ -31,7 +31,7 @@ for i in range(6):
     print("i", i, total, flush=True)
 print("total", total)
 """
-LOOP_OOM = "/loop.py:3@3"   # `total += i` the 3rd time: iteration 3 runs again
+LOOP_OOM = "/loop.py:3@3"   # `total += i` the 3rd time: iteration 2 (0-based) runs again
 OK = 'print("hello")\n'
 FAIL = 'print("before", flush=True)\nraise SystemExit(3)\n'
 # Waits on stdin: it runs until the test closes it.
@@ -123,7 +123,7 @@ def test_list_is_a_table_newest_first(three):
                                                  (three.completed, "completed", "ok.py"),
                                                  (three.suspended, "suspended", "loop.py")]
     # The suspended one: where it continues, its checkpoint's size, the time left.
-    assert re.search(r" loop\.py:2 \(3\)\s+[\d.]+ KiB\s+(2d 23h|3d 0h)$", lines[3]), lines[3]
+    assert re.search(r" loop\.py:2 \(2\)\s+[\d.]+ KiB\s+(2d 23h|3d 0h)$", lines[3]), lines[3]
     # The others have nothing to continue.
     assert lines[1].rstrip().endswith("-                 -           -"), lines[1]
 
@@ -133,7 +133,7 @@ def test_list_json_and_state_filter(three):
     assert {k: v["state"] for k, v in listed.items()} == {
         three.suspended: "suspended", three.completed: "completed", three.failed: "failed"}
     s = listed[three.suspended]
-    assert s["loop"].endswith("/loop.py:2") and s["iteration"] == 3
+    assert s["loop"].endswith("/loop.py:2") and s["iteration"] == 2
     assert s["held_by"] is None and s["checkpoint_bytes"] > 0
     only = json.loads(three.portal("list", "--json", "--state", "failed").stdout)
     assert [j["id"] for j in only] == [three.failed] and only[0]["exit_status"] == 3
@@ -150,7 +150,7 @@ def test_show_a_suspended_job_says_where_and_how_to_resume(three):
     assert f"program     {loop_py}\n" in text
     assert f"cwd         {three.work}\n" in text
     assert f"error       MemoryError at {loop_py}:3\n" in text
-    assert f"loop        {loop_py}:2, iteration 3 (runs again from its start)\n" in text
+    assert f"loop        {loop_py}:2, iteration 2 (0-based; runs again from its start)\n" in text
     assert re.search(r"checkpoint  [\d.]+ KiB in .*/jobs/" + three.suspended + "/checkpoint\n", text), text
     assert re.search(r"expires     \d{4}-\d\d-\d\d \d\d:\d\d UTC \((2d 23h|3d 0h) left\)\n", text), text
     # The same command the suspension report gave.
@@ -331,10 +331,10 @@ def test_inspect_a_job_checkpoint(three, tmp_path):
                     "this build: it lands on another branch")
     loop_py = str(three.work / "loop.py")
     text = three.portal("inspect", three.suspended).stdout.decode()
-    assert f"loop         {loop_py}:2" in text and ", iteration 3" in text, text
+    assert f"loop         {loop_py}:2" in text and ", iteration 2 (0-based)" in text, text
     assert "sound        yes: every check passed\n" in text, text
     report = json.loads(three.portal("inspect", "--json", str(three.home / "jobs" / three.suspended)).stdout)
-    assert report["sound"] is True and report["loop"]["iteration"] == 3
+    assert report["sound"] is True and report["loop"]["iteration"] == 2
     assert "state.pickle" in [f["name"] for f in report["files"]]
     # A truncated copy is not sound: exit 1, the bad file named; the job's own is untouched.
     copy = tmp_path / "copy"

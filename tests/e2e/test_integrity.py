@@ -298,7 +298,7 @@ def test_inspect_a_suspended_job(job, expected):
     assert r.returncode == 0 and r.stderr == b"", r.stderr
     report = json.loads(r.stdout)
     assert report["sound"] and report["problems"] == [] and report["signature"] == "valid"
-    assert report["job"] == job.id and report["loop"]["iteration"] == 3   # counted from 1
+    assert report["job"] == job.id and report["loop"]["iteration"] == 2   # counted from 0
     train = str(job.cwd / "train.py")
     assert report["frames"] == [
         {"function": "<module>", "file": train, "line": 14},          # print("result", train(5))

@@ -120,7 +120,7 @@ def test_suspension_and_resumption_are_logged_runs(work):
     assert rec["state"] == "suspended"
     [suspended] = rec["runs"]
     assert suspended["outcome"] == "suspended" and suspended["exit_status"] == 75
-    assert suspended["loop"] == f"{work / 'counter.py'}:8" and suspended["iteration"] == 4
+    assert suspended["loop"] == f"{work / 'counter.py'}:8" and suspended["iteration"] == 3
     assert suspended["checkpoint_bytes"] > 0 and suspended["expires_at"] == rec["expires_at"]
     log_after_first = (job / "output.log").read_bytes()
     assert b"portal: suspended: " in log_after_first

@@ -83,7 +83,7 @@ class Stop:
     """One expected suspension and what its report must say."""
     loop: str                         # marker of the loop resumed ("file.py:marker" elsewhere)
     function: str = "<module>"        # the function the loop is in
-    iteration: Optional[int] = None   # the iteration named (None: none named)
+    iteration: Optional[int] = None   # the iteration named, counted from 1 (None: none named)
     error: str = "MemoryError"        # the error's text in the report
     at: str = "oom"                   # marker of the line that raised ("file.py:marker")
     min_size: int = 0                 # bounds on the checkpoint's size, bytes
@@ -199,7 +199,7 @@ def execute(case: Case, portal_run: str, portal: str, workdir: Path) -> Outcome:
 REPORT_RE = re.compile(
     r"portal: suspended: (?P<error>.+) at (?P<error_file>[^\n]+):(?P<error_line>\d+)\n"
     r"portal: suspended: will continue from the loop at (?P<loop_file>[^\n]+):(?P<loop_line>\d+)"
-    r" in (?P<function>[^\n]+)\(\)(?:, iteration (?P<iteration>\d+))?;"
+    r" in (?P<function>[^\n]+)\(\)(?:, iteration (?P<iteration>\d+) \(0-based\))?;"
     r" that iteration runs again from its start\n"
     r"portal: suspended: job (?P<job>\S+), checkpoint (?P<size>\d+(?:\.\d)?) (?P<unit>bytes|KiB|MiB|GiB),?"
     r" in (?P<dir>[^\n]+), kept until (?P<expiry>\d{4}-\d\d-\d\d \d\d:\d\d) UTC \(3 days\)\n"
@@ -234,7 +234,8 @@ def check_report(case: Case, stop: Stop, report: dict, outcome: Outcome, when: f
     filename, line = marker_line(case, stop.loop)
     assert (report["loop_file"], int(report["loop_line"])) == (str(root / filename), line), where
     assert report["function"] == stop.function, where
-    got = None if report["iteration"] is None else int(report["iteration"])
+    # the report counts as the program does, from 0 (issue 11): the cases from 1
+    got = None if report["iteration"] is None else int(report["iteration"]) + 1
     assert got == stop.iteration, where
     assert report["job"] == report["job2"], where
     job_dir = outcome.home / "jobs" / report["job"]

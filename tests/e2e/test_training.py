@@ -80,7 +80,7 @@ def test_the_loop_inside_forward_is_not_the_resume_point(work):
                            env=env_for(work, PORTAL_FAKE_OOM="layers_loop.py:17@30"), timeout=300)
     assert first.returncode == 75
     text = first.stderr.decode()
-    assert f"will continue from the loop at {work / 'layers_loop.py'}:25 in <module>(), iteration 8;" in text, text
+    assert f"will continue from the loop at {work / 'layers_loop.py'}:25 in <module>(), iteration 7 (0-based);" in text, text
 
 
 def test_a_consumed_graph_is_saved_as_values_and_named(work):

@@ -25,6 +25,7 @@ nlohmann::json suspended_record() {
             {"error_at", "/p/model.py:40"},
             {"loop", "/p/train.py:12"},
             {"iteration", 4},
+            {"will_differ", {"the failed iteration had already stepped optimizer 'opt' (step 75): it will step again"}},
             {"runs",
              {{{"kind", "run"}, {"command", {"portal-run", "--mem", "8G", "train.py"}},
                {"started", "2026-11-29T10:00:00Z"}, {"ended", "2026-11-29T11:00:00Z"}, {"mem", 8 * kGiB},
@@ -42,7 +43,10 @@ TEST_F(ShowTest, ASuspendedJobSaysWhereWhatHowLongAndHowToResume) {
     EXPECT_TRUE(has(text, "program     /p/train.py --lr 0.1\n")) << text;
     EXPECT_TRUE(has(text, "policies    oom.on=true\n")) << text;
     EXPECT_TRUE(has(text, "error       MemoryError: out of memory at /p/model.py:40\n")) << text;
-    EXPECT_TRUE(has(text, "loop        /p/train.py:12, iteration 4 (runs again from its start)\n")) << text;
+    EXPECT_TRUE(has(text, "loop        /p/train.py:12, iteration 4 (0-based; runs again from its start)\n")) << text;
+    EXPECT_TRUE(has(text, "loop        /p/train.py:12, iteration 4 (0-based; runs again from its start)\n"
+                          "will differ the failed iteration had already stepped optimizer 'opt' (step 75): "
+                          "it will step again\n")) << text;
     EXPECT_TRUE(has(text, "checkpoint  5.0 MiB in " + (home / "jobs/train-aaaaaa/checkpoint").string())) << text;
     EXPECT_TRUE(has(text, "expires     2026-12-02 11:00 UTC (2d 23h left)\n")) << text;
     // Twice the tripwire's cap under --mem 8G, as the suspension report suggests.

@@ -18,7 +18,7 @@ TEST(Policies, UnknownKeyOrValueIsRefusedNamingWhatIsSupported) {
         parse_policies({"gpu.fast=true"});
         FAIL() << "expected PolicyError";
     } catch (const PolicyError& e) {
-        EXPECT_NE(std::string(e.what()).find("supported: oom.on=true|false"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("supported: oom.exact=true|false, oom.on=true|false"), std::string::npos);
     }
     EXPECT_THROW(parse_policies({"oom.on=maybe"}), PolicyError);
     EXPECT_THROW(parse_policies({"oom.on"}), PolicyError);

@@ -75,7 +75,7 @@ def test_a_sound_checkpoint(ck, capsys):
     lines = out.splitlines()
     assert lines[0] == f"checkpoint   {ck.path} -> checkpoint.1"
     assert "signature    valid (hmac-sha256 made with your key)" in lines
-    assert "loop         /src/train.py:8 in train, iteration 3" in lines
+    assert "loop         /src/train.py:8 in train, iteration 3 (0-based)" in lines
     assert lines[lines.index("frames       (outermost first)") + 1:][:2] == [
         "               /src/train.py:12 in <module>", "               /src/train.py:9 in train"]
     assert any(line.strip().startswith("blobs/0000.bin") and line.endswith(" ok") for line in lines)
@@ -194,7 +194,7 @@ def test_an_old_checkpoint_without_frames(tmp_path):
     r = inspect(info.path)
     assert r["sound"] and "frames" not in r
     text = format_report(r)
-    assert "frames" not in text and "loop         /src/train.py:8 in train, iteration 3" in text
+    assert "frames" not in text and "loop         /src/train.py:8 in train, iteration 3 (0-based)" in text
 
 
 def test_the_payload_would_run_if_unpickled(ck, tmp_path):

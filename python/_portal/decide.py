@@ -1,0 +1,173 @@
+"""Every rule that can decline a loop, in the order they run: before anything is
+freed or written, so a declined error reaches the program exactly as under python
+(its traceback's frames and their locals untouched, nothing flushed but what the
+trial pickling below flushes: the open files of the state).
+
+    rule                                     declined how
+    ---------------------------------------  ------------------------------------------
+    not out of memory / no runtime           silent: not Portal's (rescue.py checks)
+    oom.on=false                             silent here; the exit line says why
+    its checkpoint already failed twice      silent: the job ends, outer loops do not try
+    the job store is refused (store.py)      reason: nothing may be written there
+    a thread other than the main thread      reason
+    inside a coroutine (asyncio ...)         reason
+    a torch.distributed process group        reason
+    a while loop's condition or else clause  reason
+    inside an optimizer step                 reason
+    a handler of the program's own takes it  silent: Portal does not intervene
+    a frame of the chain cannot be re-entered reason (capture.Decline)
+    the state cannot be saved (a live        reason, found by pickling the state into
+    autograd graph, an unsaveable object)    nothing (no buffer copied, nothing written)
+    oom.exact=true and something in the      reason (irreversible.py: what the failed
+    state will differ                        iteration did that a resume cannot undo)
+
+decide() returns None (go on silently), a reason (str: this loop declines, the
+next loop out is tried), or a Point: what the capture and the writer need.
+"""
+import inspect
+import sys
+from dataclasses import dataclass, field
+from typing import Any, List
+
+_CO_ASYNC = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+# True while the trial pickling runs: a reducer with a costly side effect (copying a
+# device storage to the host: torch_state.py) skips it.
+TRIAL = [False]
+
+
+@dataclass
+class Point:
+    """A loop that will be the resume point."""
+    frames: List[Any]
+    site: Any
+    state: Any                          # the ProgramState to write
+    roots: dict                         # {description: object}, for messages
+    will_differ: List[str] = field(default_factory=list)
+
+
+def decide(runtime, loop_frame, loop_line, exc, make_state):
+    """make_state(frames, site) -> (ProgramState, roots): built once, here, and
+    written as it is if this loop is the point."""
+    if id(exc) in runtime.capture_failed:
+        return None
+    reason = _store(runtime)
+    if reason:
+        return reason
+    for rule in (_thread, _coroutine, _distributed):
+        reason = rule(loop_frame)
+        if reason:
+            return reason
+    from _portal import capture, handlers
+    if not capture.raised_in_body(loop_frame, loop_line, exc):
+        return (f"raised outside the body of the while loop at {loop_frame.f_code.co_filename}:"
+                f"{loop_line} (in its condition or else clause)")
+    step = _inside_optimizer_step(exc)
+    if step:
+        return f"raised inside an optimizer step ({step}): the weights may be half updated"
+    if handlers.user_handler_taking(loop_frame, exc):
+        return None
+    try:
+        frames, site = capture.capture_chain(loop_frame, loop_line, runtime.main_code(),
+                                             sys.modules["__main__"].__dict__)
+    except capture.Decline as d:
+        return str(d)
+    state, roots = make_state(frames, site)
+    saved = _trial(runtime, state, roots)   # docs/fidelity.md: its cost
+    if isinstance(saved, str):
+        return saved
+    from _portal import irreversible
+    differ = irreversible.will_differ(loop_frame.f_code, loop_line, roots, saved)
+    if differ and runtime.policy.get("oom.exact") == "true":
+        return "with oom.exact=true, not a point where something will differ: " + "; ".join(differ)
+    return Point(frames, site, state, roots, differ)
+
+
+def _store(runtime):
+    """Why this run cannot write to the job store (then nothing is written: no
+    job, no key, no checkpoint), or None."""
+    from _portal import store
+    problem = store.problem()
+    if problem is not None:
+        return f"the job store cannot be trusted: {problem}"
+    if not runtime.job_dir and store.supervised():
+        return (f"portal-run could not make this run a job in the store {store.home()} "
+                f"(its message above says why), so it cannot be suspended")
+    return None
+
+
+def _thread(loop_frame):
+    threading = sys.modules.get("threading")
+    if threading is not None and threading.current_thread() is not threading.main_thread():
+        return "raised in a thread other than the main thread"
+    return None
+
+
+def _coroutine(loop_frame):
+    frame = loop_frame
+    while frame is not None:
+        if frame.f_code.co_flags & _CO_ASYNC:
+            return (f"the loop runs inside the coroutine {frame.f_code.co_name}() "
+                    f"({frame.f_code.co_filename}:{frame.f_code.co_firstlineno}), driven by an event "
+                    f"loop: Portal cannot suspend and resume a coroutine")
+        frame = frame.f_back
+    return None
+
+
+def _distributed(loop_frame):
+    dist = sys.modules.get("torch.distributed")
+    try:
+        if dist is None or not dist.is_available() or not dist.is_initialized():
+            return None
+        group = f"backend {dist.get_backend()}, rank {dist.get_rank()} of {dist.get_world_size()}"
+    except Exception:  # noqa: BLE001 - a half set-up group: still one
+        group = "a process group"
+    return (f"a torch.distributed process group is initialised ({group}): Portal cannot yet "
+            f"suspend all ranks together, and one rank's checkpoint alone could not be resumed")
+
+
+def _inside_optimizer_step(exc):
+    tb = exc.__traceback__
+    while tb is not None:
+        filename = tb.tb_frame.f_code.co_filename.replace("\\", "/")
+        if "/torch/optim/" in filename:
+            return f"{filename}:{tb.tb_lineno}"
+        tb = tb.tb_next
+    return None
+
+
+class _Nowhere:
+    """The trial's output: counts, keeps nothing."""
+    error = None
+
+    def write(self, data):
+        return len(data)
+
+
+def _trial(runtime, state, roots):
+    """Pickle the state into nothing, as the writer will (same reducers, buffers
+    left where they are): a reducer that declines (a live autograd graph) or an
+    object that cannot be saved declines this loop now, while the frames still
+    hold what python would have left in them.  A trial that itself runs short of
+    memory says nothing: the writer then tries, after freeing (suspend.py).
+    Returns the reason, or the ids of the objects the checkpoint will hold (None
+    when the trial could not tell)."""
+    from _portal import autograd, plugins, reducers
+    exact, inherited = plugins.reducers()
+    TRIAL[0] = True
+    try:
+        pickler = reducers.Pickler(_Nowhere(), registry=runtime.registry,
+                                   buffer_callback=_discard, reducers=exact, subclass_reducers=inherited)
+        pickler.dump_state(state, roots)
+        return set(pickler.memo.copy())
+    except (reducers.DeclineLoop, reducers.Unsaveable) as d:
+        return f"its state holds {d}"
+    except (MemoryError, RecursionError, RuntimeError, OSError):
+        return None
+    finally:
+        TRIAL[0] = False
+        del autograd.CUT[:]
+        pickler = None
+
+
+def _discard(buffer):
+    return None
