@@ -9,7 +9,7 @@ the rescue falls back to the next loop out.
 """
 import inspect
 
-from _portal import _frames, codemap
+from _portal import _frames, codemap, withexit
 from _portal.state import EMPTY, CallInfo, FrameState
 
 CO_GENERATOR = inspect.CO_GENERATOR
@@ -29,7 +29,10 @@ def _fast_locals(frame, nlocalsplus, offset):
     values = _frames.frame_slots(frame, 0, nlocalsplus, EMPTY)
     if nlocalsplus == 0:
         return values
-    dead = codemap.dead_locals_at(frame.f_code, offset)
+    # A with statement whose __exit__ cannot swallow an error does not keep the
+    # block's locals alive through its handler (withexit.py).
+    never_suppress = withexit.never_suppressing(frame.f_code, frame.f_globals, frame.f_builtins)
+    dead = codemap.dead_locals_at(frame.f_code, offset, never_suppress)
     if dead:
         cells = set(frame.f_code.co_cellvars) | set(frame.f_code.co_freevars)
         for i, name in enumerate(codemap.slot_names(frame.f_code)[:nlocalsplus]):

@@ -1,0 +1,70 @@
+"""Idioms of ordinary training code (fidelity_idioms/), each run uninterrupted
+under /usr/bin/python3, then under portal-run suspended by a fake out-of-memory
+error at a chosen point of an iteration, resumed by `portal resume` in a new
+process, and compared with python's run bit for bit: the printed loss curve and
+the digest of the final state_dict (every tensor's bytes)."""
+import functools
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import store_env
+from test_training import PORTAL, PORTAL_RUN, PYTHON
+
+HERE = Path(__file__).parent / "fidelity_idioms"
+
+
+@functools.lru_cache(maxsize=None)
+def python_output(script, tmp_root):
+    work = Path(tmp_root) / f"python-idioms-{script}"
+    shutil.copytree(HERE, work)
+    r = subprocess.run([PYTHON, script], cwd=work, capture_output=True, timeout=300)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.fixture
+def work(tmp_path):
+    shutil.copytree(HERE, tmp_path / "work")
+    return tmp_path / "work"
+
+
+def env_for(work, **extra):
+    return store_env(work.parent / "home", **extra)
+
+
+def suspend_and_resume(work, program, **env):
+    """portal-run PROGRAM... suspended (exit 75), then `portal resume JOB`."""
+    first = subprocess.run([PORTAL_RUN, *program], cwd=work, capture_output=True,
+                           env=env_for(work, **env), timeout=300)
+    assert first.returncode == 75, first.stderr.decode()
+    [job] = [p.name for p in (work.parent / "home" / "jobs").iterdir()]
+    second = subprocess.run([PORTAL, "resume", job], cwd=work, capture_output=True,
+                            env=env_for(work), timeout=300)
+    assert second.returncode == 0, second.stderr.decode()
+    return first, second
+
+
+# --- with torch.autocast(...) / torch.no_grad() / contextlib.nullcontext() ------------------
+
+AMP_CASES = [
+    # (fake OOM spec, kind): where in the iteration it fails
+    ("amp_train.py:20@9", "torch"),     # before the forward pass
+    ("amp_train.py:23@12", "cpu"),      # inside the autocast block, the forward pass
+    ("amp_train.py:26@7", "cuda"),      # in backward(): the loss was assigned inside the with
+    ("amp_train.py:26@15", "torch"),    # in backward(), after a no_grad validation pass
+    ("amp_train.py:27@10", "cpu"),      # in the gradient clipping
+]
+
+
+@pytest.mark.parametrize("spec,kind", AMP_CASES, ids=[f"{c[1]}-{c[0].split(':')[1]}" for c in AMP_CASES])
+def test_autocast_training_resumes_bit_for_bit(work, tmp_path_factory, spec, kind):
+    expected = python_output("amp_train.py", str(tmp_path_factory.getbasetemp()))
+    first, second = suspend_and_resume(work, ["amp_train.py"], PORTAL_FAKE_OOM=f"{spec}={kind}")
+    assert first.stdout + second.stdout == expected
+    assert b"weights " in expected and expected.count(b"step ") == 6
+    # The failed iteration's loss was a dead local, not a tensor in a live graph.
+    assert b"live autograd graph" not in first.stderr
+    assert b"portal: suspended: will continue from the loop at " in first.stderr
