@@ -206,7 +206,9 @@ def capture_chain(loop_frame, loop_line, main_code, main_globals):
     while True:
         frame = callee.f_back
         _, _, callee_is_entry, callee_function = _frames.frame_info(callee)
-        if frame is None:
+        if frame is None or (callee.f_code is main_code and callee.f_globals is main_globals):
+            # __main__'s module frame: the bottom one of a script; under `-m`,
+            # runpy's frames below it are made again by the resume (runmodule.py)
             break
         chain.append(_caller_state(frame, callee, callee_is_entry, callee_function))
         callee = frame

@@ -68,3 +68,47 @@ def test_autocast_training_resumes_bit_for_bit(work, tmp_path_factory, spec, kin
     # The failed iteration's loss was a dead local, not a tensor in a live graph.
     assert b"live autograd graph" not in first.stderr
     assert b"portal: suspended: will continue from the loop at " in first.stderr
+
+
+# --- portal-run -m pkg.train, portal-run -c CODE --------------------------------------------
+
+@pytest.mark.parametrize("spec", ["pkg/train.py:21@10=torch", "pkg/train.py:19@19=cpu"])
+def test_a_module_run_with_dash_m_is_rescued_and_resumes_bit_for_bit(work, spec):
+    python = subprocess.run([PYTHON, "-m", "pkg.train"], cwd=work, capture_output=True, timeout=300)
+    assert python.returncode == 0, python.stderr
+    first, second = suspend_and_resume(work, ["-m", "pkg.train"], PORTAL_FAKE_OOM=spec)
+    assert b"portal: suspended: will continue from the loop at " + str(work / "pkg" / "train.py:18").encode() \
+        in first.stderr, first.stderr
+    # The loss curve, the weights, the module's __doc__/__name__/__spec__, and the
+    # frames below the module's: runpy's, at python's own lines.
+    assert first.stdout + second.stdout == python.stdout
+    assert b"stack [('<frozen runpy>', 198, '_run_module_as_main'), ('<frozen runpy>', 88, '_run_code')" \
+        in python.stdout
+
+
+def test_an_error_after_a_dash_m_resume_has_pythons_traceback(work):
+    env = dict(FAIL_AFTER="1")
+    python = subprocess.run([PYTHON, "-m", "pkg.train"], cwd=work, capture_output=True, timeout=300,
+                            env=env_for(work, **env))
+    assert python.returncode == 1
+    first = subprocess.run([PORTAL_RUN, "-m", "pkg.train"], cwd=work, capture_output=True, timeout=300,
+                           env=env_for(work, PORTAL_FAKE_OOM="pkg/train.py:21@10", **env))
+    assert first.returncode == 75, first.stderr
+    [job] = [p.name for p in (work.parent / "home" / "jobs").iterdir()]
+    second = subprocess.run([PORTAL, "resume", job], cwd=work, capture_output=True, env=env_for(work),
+                            timeout=300)
+    assert second.returncode == 1
+    assert second.stderr == python.stderr
+    assert b'File "<frozen runpy>", line 88, in _run_code' in python.stderr
+
+
+def test_a_dash_c_program_says_it_is_not_rescued(work):
+    code = "for i in range(3):\n    print(i)\n    raise MemoryError('big')"
+    python = subprocess.run([PYTHON, "-c", code], cwd=work, capture_output=True, timeout=60)
+    r = subprocess.run([PORTAL_RUN, "-c", code], cwd=work, capture_output=True, timeout=60,
+                       env=env_for(work))
+    assert r.returncode == python.returncode == 1
+    assert r.stdout == python.stdout
+    assert r.stderr == python.stderr + (
+        b"portal: not rescued: a program given with -c is not instrumented (its source is no file "
+        b"a resume could compile again): put it in a file and run portal-run FILE\n")
