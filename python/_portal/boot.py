@@ -217,6 +217,10 @@ def _run_module(toplevel, module, args, package_dir):
     seen_modules, seen_importers = set(sys.modules), set(sys.path_importer_cache)
     runtime = _start_runtime(None, module=module, extra_user_code=_USER_CODE, policy=_POLICY,
                              job_dir=_JOB[0])
+    # The module is compiled while the program runs (runpy finds it), where the
+    # import hook's first import of the instrumenter would leave traces the
+    # program can see (sys.path_importer_cache): imported now, with start-up's.
+    from _portal import instrument  # noqa: F401
     runtime.portal_modules = _forget_start_up(seen_modules, seen_importers)
     _set_path0(os.getcwd())
     import runpy
