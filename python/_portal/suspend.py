@@ -9,6 +9,10 @@ from _portal import capture, jobs
 from _portal.state import LoopInfo, ProcessState, ProgramState
 
 SUSPENDED_EXIT = 75  # EX_TEMPFAIL: try again later (on a larger machine)
+# What to do about an object the checkpoint cannot hold (the last words of a decline).
+UNSAVEABLE_ADVICE = ("Portal cannot save it: close or drop it before the loop, keep it out of "
+                     "the loop's state, or give its class __getstate__/__setstate__ that "
+                     "leave it out and make it again")
 
 
 def _say(subject, problem):
@@ -267,7 +271,7 @@ def _rescue(runtime, loop_frame, loop_line, exc):
                                      fs.offset, fs.line)} for fs in state.frames],
     }
     from _portal import autograd, checkpoint, plugins
-    from _portal.reducers import DeclineLoop
+    from _portal.reducers import DeclineLoop, Unsaveable
     exact, inherited = plugins.reducers()
 
     def write(attempt):
@@ -290,6 +294,10 @@ def _rescue(runtime, loop_frame, loop_line, exc):
         except DeclineLoop as d:
             # Not this loop: the error goes on to the next loop out, which may be saved.
             return _decline(runtime, exc, f"its state holds {d}")
+        except Unsaveable as u:
+            # The same object fails every try: not retried; the next loop out,
+            # whose state may not hold it, is tried (idioms: UNSAVEABLE_ADVICE).
+            return _decline(runtime, exc, f"its state holds {u}; {UNSAVEABLE_ADVICE}")
         except Exception as error:  # noqa: BLE001 - any failure of the writer
             failures.append((type(error), _message(error)))
         # Out of the except block, the failed try is gone with its traceback: the

@@ -112,3 +112,54 @@ def test_a_dash_c_program_says_it_is_not_rescued(work):
     assert r.stderr == python.stderr + (
         b"portal: not rescued: a program given with -c is not instrumented (its source is no file "
         b"a resume could compile again): put it in a file and run portal-run FILE\n")
+
+
+# --- csv writers, locks, events, a SummaryWriter-like writer with a flush thread -------------
+
+# before the optimizer steps (an error after it is rollback's: the step would run twice)
+LOGGED_CASES = [("logged_train.py:31@9", "torch"), ("logged_train.py:30@17", "cpu"),
+                ("logged_train.py:29@5", "memory")]
+
+
+@pytest.mark.parametrize("spec,kind", LOGGED_CASES, ids=[c[0].split(":")[1] for c in LOGGED_CASES])
+def test_csv_logs_locks_and_an_event_writer_resume_bit_for_bit(work, tmp_path_factory, spec, kind):
+    expected = python_output("logged_train.py", str(tmp_path_factory.getbasetemp()))
+    python_dir = Path(tmp_path_factory.getbasetemp()) / "python-idioms-logged_train.py"
+    first, second = suspend_and_resume(work, ["logged_train.py"], PORTAL_FAKE_OOM=f"{spec}={kind}")
+    assert first.stdout + second.stdout == expected
+    assert b"done True False\n" in expected
+    # The files the program wrote, byte for byte: no row lost, none twice (the
+    # failed iteration had not written its row yet).
+    for name in ("metrics.csv", "events.tsv"):
+        assert (work / name).read_bytes() == (python_dir / name).read_bytes(), name
+    assert (work / "metrics.csv").read_bytes().count(b"\n") == 1 + 2 * 24
+
+
+def test_a_thread_in_the_loops_state_declines_naming_it_and_what_to_do(work):
+    r = subprocess.run([PORTAL_RUN, "logged_train.py"], cwd=work, capture_output=True, timeout=300,
+                       env=env_for(work, EVENT_LOG="PlainEventLog",
+                                   PORTAL_FAKE_OOM="logged_train.py:31@9=torch"))
+    assert r.returncode == 1, r.stderr
+    lines = r.stderr.decode().splitlines()
+    assert lines[-2].startswith("torch.cuda.OutOfMemoryError: CUDA out of memory.")
+    assert lines[-1] == (
+        f"portal: not rescued: its state holds local 'events' of train() at {work / 'logged_train.py'}:28"
+        "._thread (threading.Thread): a thread (event-flush) cannot be saved: its frames run outside "
+        "the loop; Portal cannot save it: close or drop it before the loop, keep it out of the loop's "
+        "state, or give its class __getstate__/__setstate__ that leave it out and make it again")
+    assert "tried twice" not in r.stderr.decode()
+
+
+def test_an_unsaveable_object_sends_the_rescue_to_the_next_loop_out(work):
+    first = subprocess.run([PORTAL_RUN, "epochs_unsaveable.py"], cwd=work, capture_output=True,
+                           timeout=300, env=env_for(work, PORTAL_FAKE_OOM="epochs_unsaveable.py:11@6"))
+    assert first.returncode == 75, first.stderr
+    assert (f"portal: suspended: will continue from the loop at {work / 'epochs_unsaveable.py'}:17 "
+            "in <module>()").encode() in first.stderr
+    assert first.stdout == b"epoch 0 done\n"
+    [job] = [p.name for p in (work.parent / "home" / "jobs").iterdir()]
+    second = subprocess.run([PORTAL, "resume", job], cwd=work, capture_output=True, env=env_for(work),
+                            timeout=300)
+    assert second.returncode == 0, second.stderr
+    # Epoch 1 runs again from its start: the item it had appended is there twice.
+    assert second.stdout == b"epoch 1 done\nepoch 2 done\n[0, 1, 2, 3, 10, 10, 11, 12, 13, 20, 21, 22, 23]\n"
