@@ -233,6 +233,9 @@ def _rescue(runtime, loop_frame, loop_line, exc):
     error_at = where_tb[-1] if where_tb else None
     error_text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
     tb_text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+    from _portal import comprehensions
+    notes = [n for n in [comprehensions.passed_over(
+        exc, loop_frame, lambda f: f == runtime.main_filename or runtime.user_code.is_user_file(f))] if n]
     _free_inner_frames(exc, loop_frame)
     if "torch" in sys.modules:   # what those frames held on a GPU goes back to the driver
         from _portal import torch_state
@@ -322,7 +325,7 @@ def _rescue(runtime, loop_frame, loop_line, exc):
                       suggested_mem_gib=_suggested_mem_gib())   # what the report and `portal show` suggest
     cut = _names_of(autograd.CUT, _error_roots(state))
     del autograd.CUT[:]
-    _report_and_exit(job, error_text, error_at, loop, info.total_bytes, expires, cut)
+    _report_and_exit(job, error_text, error_at, loop, info.total_bytes, expires, cut, notes)
 
 
 def _names_of(objects, roots):
@@ -347,7 +350,7 @@ def _names_of(objects, roots):
     return names + [f"{len(wanted)} more, inside other objects"] * bool(wanted)
 
 
-def _report_and_exit(job, error_text, error_at, loop, size, expires, cut=()):
+def _report_and_exit(job, error_text, error_at, loop, size, expires, cut=(), notes=()):
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
@@ -358,6 +361,8 @@ def _report_and_exit(job, error_text, error_at, loop, size, expires, cut=()):
     _say("suspended", f"{error_text}{at}")
     _say("suspended", f"will continue from the loop at {loop.filename}:{loop.line} in {loop.function}()"
                       f"{iteration}; that iteration runs again from its start")
+    for note in notes:
+        _say("suspended", note)
     if cut:
         _say("suspended", "saved as plain tensors, their autograd graph already used by backward(): " +
                           ", ".join(cut))
@@ -365,6 +370,8 @@ def _report_and_exit(job, error_text, error_at, loop, size, expires, cut=()):
                       f"kept until {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(expires))} (3 days)")
     _say("suspended", f"resume it on a machine with more memory: portal resume {job.id} --mem {_suggested_mem_gib()}")
     sys.stderr.flush()
+    from _portal import workers
+    workers.shut_down()  # a DataLoader's workers hold the output pipes: not left to their watchdog
     os._exit(SUSPENDED_EXIT)
 
 

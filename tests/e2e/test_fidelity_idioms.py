@@ -4,6 +4,7 @@ error at a chosen point of an iteration, resumed by `portal resume` in a new
 process, and compared with python's run bit for bit: the printed loss curve and
 the digest of the final state_dict (every tensor's bytes)."""
 import functools
+import os
 import shutil
 import subprocess
 from pathlib import Path
@@ -163,3 +164,54 @@ def test_an_unsaveable_object_sends_the_rescue_to_the_next_loop_out(work):
     assert second.returncode == 0, second.stderr
     # Epoch 1 runs again from its start: the item it had appended is there twice.
     assert second.stdout == b"epoch 1 done\nepoch 2 done\n[0, 1, 2, 3, 10, 10, 11, 12, 13, 20, 21, 22, 23]\n"
+
+
+# --- comprehensions and generator expressions -----------------------------------------------
+
+@pytest.mark.parametrize("hit,kind,line", [(8, "a list comprehension", 25), (10, "a generator expression", 26)])
+def test_an_error_inside_a_comprehension_says_it_was_passed_over(work, hit, kind, line):
+    first = subprocess.run([PORTAL_RUN, "validate.py"], cwd=work, capture_output=True, timeout=300,
+                           env=env_for(work, PORTAL_FAKE_OOM=f"validate.py:9@{hit}"))
+    assert first.returncode == 75, first.stderr
+    text = first.stderr.decode()
+    # Rescued at the epoch loop around it (its iteration runs again), saying why.
+    assert f"will continue from the loop at {work / 'validate.py'}:18 in main()" in text, text
+    assert (f"portal: suspended: the error came from inside {kind} at {work / 'validate.py'}:{line}, "
+            "which Portal cannot resume at its item (its loop is inside an expression, which cannot "
+            "be wrapped): its partial result is dropped and it runs again whole, with the loop's "
+            "iteration\n") in text, text
+    [job] = [p.name for p in (work.parent / "home" / "jobs").iterdir()]
+    second = subprocess.run([PORTAL, "resume", job], cwd=work, capture_output=True, env=env_for(work),
+                            timeout=300)
+    assert second.returncode == 0, second.stderr
+    assert first.stdout.count(b"epoch ") + second.stdout.count(b"epoch ") == 3
+
+
+# --- DataLoader workers ---------------------------------------------------------------------
+
+def processes_in(directory):
+    """The pids of the processes whose working directory is `directory`."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if os.readlink(entry / "cwd") == str(directory):
+                    found.append(int(entry.name))
+            except OSError:
+                pass
+    return found
+
+
+def test_dataloader_workers_end_with_the_suspended_process(work):
+    """No worker process outlives the suspended one (they used to go on until
+    their watchdog noticed the parent gone, 5 s later, holding its output pipes)."""
+    first = subprocess.run([PORTAL_RUN, "workers_train.py"], cwd=work, capture_output=True, timeout=300,
+                           env=env_for(work, PORTAL_FAKE_OOM="workers_train.py:16@20"))
+    assert first.returncode == 75, first.stderr
+    assert processes_in(work) == []
+    [job] = [p.name for p in (work.parent / "home" / "jobs").iterdir()]
+    second = subprocess.run([PORTAL, "resume", job], cwd=work, capture_output=True, env=env_for(work),
+                            timeout=300)
+    assert second.returncode == 0, second.stderr
+    python = subprocess.run([PYTHON, "workers_train.py"], cwd=work, capture_output=True, timeout=300)
+    assert first.stdout + second.stdout == python.stdout
