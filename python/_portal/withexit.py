@@ -64,7 +64,7 @@ def _manager_never_suppresses(manager, globals_, builtins_):
         return exit_never_suppresses(type(obj))
     if _is_io_open(obj):
         return True         # open(...): a file of io, whose __exit__ is _IOBase's
-    if not isinstance(obj, type) or not _plain_construction(obj):
+    if not issubclass(type(obj), type) or not _plain_construction(obj):
         return False
     return exit_never_suppresses(obj)
 
@@ -79,12 +79,12 @@ def _lookup(names, globals_, builtins_):
     else:
         return _MISSING
     for name in names[1:]:
-        if isinstance(obj, types.ModuleType):
+        if issubclass(type(obj), types.ModuleType):  # type(): no __class__ of the program asked
             d = obj.__dict__
             if name not in d:
                 return _MISSING
             obj = d[name]
-        elif isinstance(obj, type):
+        elif issubclass(type(obj), type):
             obj = _static_lookup(obj, name)
             if obj is _MISSING:
                 return _MISSING
