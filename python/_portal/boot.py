@@ -39,7 +39,7 @@ def main():
     if mode == "script":
         _run_script(_toplevel, target, args, package_dir)
     elif mode == "module":
-        _run_module(_toplevel, target, args)
+        _run_module(_toplevel, target, args, package_dir)
     elif mode == "command":
         _run_command(_toplevel, target, args)
     else:
@@ -260,12 +260,26 @@ def _run_main(toplevel, runtime, code, globals_):
     _exit(toplevel, status)
 
 
-def _run_module(toplevel, module, args):
+def _run_module(toplevel, module, args, package_dir):
+    """`python3 -m MODULE`: runpy finds the module (through Portal's import hook,
+    which instruments it when it is the user's code) and runs it in __main__'s
+    dict, its frames below the module's, as under python."""
     # runpy replaces sys.argv[0] with the module's file once it is found.
     _set_argv("-m", args)
+    seen_modules, seen_importers = set(sys.modules), set(sys.path_importer_cache)
+    runtime = _start_runtime(None, module=module, extra_user_code=_USER_CODE, policy=_POLICY,
+                             job_dir=_JOB[0])
+    # The module is compiled while the program runs (runpy finds it), where the
+    # import hook's first import of the instrumenter would leave traces the
+    # program can see (sys.path_importer_cache): imported now, with start-up's.
+    from _portal import instrument  # noqa: F401
+    runtime.portal_modules = _forget_start_up(seen_modules, seen_importers)
     _set_path0(os.getcwd())
     import runpy
-    _exit(toplevel, toplevel.run(runpy._run_module_as_main, (module, True)))
+    status = toplevel.run(runpy._run_module_as_main, (module, True))
+    if status is not None:
+        runtime.explain_failure()
+    _exit(toplevel, status)
 
 
 def _run_command(toplevel, command, args):
@@ -276,7 +290,25 @@ def _run_command(toplevel, command, args):
     except SyntaxError as exc:
         _exit(toplevel, toplevel.fail(exc.with_traceback(None)))
         return
-    _exit(toplevel, toplevel.run(code, globals_))
+    status = toplevel.run(code, globals_)
+    if status is not None:
+        _explain_command_failure()
+    _exit(toplevel, status)
+
+
+def _explain_command_failure():
+    """`-c` programs are not instrumented (their source is no file that a resume
+    could compile again): an out-of-memory error that ends one says so."""
+    exc = getattr(sys, "last_value", None)
+    if exc is None:
+        return
+    sys.modules.update(_PORTAL_MODULES)
+    from _portal import oom
+    if oom.is_out_of_memory(exc):
+        sys.stderr.write("portal: not rescued: a program given with -c is not instrumented "
+                         "(its source is no file a resume could compile again): put it in a "
+                         "file and run portal-run FILE\n")
+        sys.stderr.flush()
 
 
 def _resume(toplevel, job_dir, package_dir):
@@ -288,5 +320,15 @@ def _resume(toplevel, job_dir, package_dir):
     except restore.ResumeError as e:
         sys.stderr.write(f"portal: resume: {e}; the job stays suspended\n")
         raise SystemExit(1) from None
+    if runtime.module is not None:
+        # -m: runpy's frames below the module's, made again as python made them
+        from _portal import runmodule
+        run, args = runmodule.resume_call(runtime.module, main_code, globals_)
+        runtime.portal_modules = _forget_imports(package_dir)
+        status = toplevel.run(run, args)
+        if status is not None:
+            runtime.explain_failure()
+        _exit(status)
+        return
     runtime.portal_modules = _forget_imports(package_dir)
     _run_main(toplevel, runtime, main_code, globals_)

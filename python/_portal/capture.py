@@ -9,7 +9,7 @@ the rescue falls back to the next loop out.
 """
 import inspect
 
-from _portal import _frames, codemap
+from _portal import _frames, codemap, withexit
 from _portal.state import EMPTY, CallInfo, FrameState
 
 CO_GENERATOR = inspect.CO_GENERATOR
@@ -29,7 +29,10 @@ def _fast_locals(frame, nlocalsplus, offset):
     values = _frames.frame_slots(frame, 0, nlocalsplus, EMPTY)
     if nlocalsplus == 0:
         return values
-    dead = codemap.dead_locals_at(frame.f_code, offset)
+    # A with statement whose __exit__ cannot swallow an error does not keep the
+    # block's locals alive through its handler (withexit.py).
+    never_suppress = withexit.never_suppressing(frame.f_code, frame.f_globals, frame.f_builtins)
+    dead = codemap.dead_locals_at(frame.f_code, offset, never_suppress)
     if dead:
         cells = set(frame.f_code.co_cellvars) | set(frame.f_code.co_freevars)
         for i, name in enumerate(codemap.slot_names(frame.f_code)[:nlocalsplus]):
@@ -205,7 +208,9 @@ def capture_chain(loop_frame, loop_line, main_code, main_globals):
     while True:
         frame = callee.f_back
         _, _, callee_is_entry, callee_function = _frames.frame_info(callee)
-        if frame is None:
+        if frame is None or (callee.f_code is main_code and callee.f_globals is main_globals):
+            # __main__'s module frame: the bottom one of a script; under `-m`,
+            # runpy's frames below it are made again by the resume (runmodule.py)
             break
         chain.append(_caller_state(frame, callee, callee_is_entry, callee_function))
         callee = frame

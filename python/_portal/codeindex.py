@@ -29,10 +29,18 @@ __all__ = ["CodeIndex", "CodeRegistry", "Recompiler", "CodeChanged", "REGISTRY",
 CodeType = types.CodeType
 
 
+try:
+    # Taken once, at start-up (whose imports the program never sees): an import
+    # at each call would put _sha256 back into the program's sys.modules when a
+    # user module is registered while the program runs (`-m`, a late import).
+    from _sha256 import sha256 as _sha256  # builtin: hashlib would load OpenSSL at start-up
+except ImportError:  # pragma: no cover
+    _sha256 = None
+
+
 def sha256_hex(data):
-    try:
-        from _sha256 import sha256  # builtin: hashlib would load OpenSSL at start-up
-    except ImportError:  # pragma: no cover
+    sha256 = _sha256
+    if sha256 is None:  # pragma: no cover
         from hashlib import sha256
     return sha256(data).hexdigest()
 

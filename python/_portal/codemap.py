@@ -38,6 +38,12 @@ What it answers:
   must be resumed, and which of its stack slots belong to the call.
 * `dead_locals_at(code, offset)`: the fast locals whose value can never be read
   again from `offset` (sound: a live variable is never reported dead).
+* `with_sites(code)`: each `with` statement's BEFORE_WITH, the jump its handler
+  takes when `__exit__` returns true (the error swallowed), and how its manager
+  is made (`torch.autocast(...)`, a global `lock`): liveness takes a set of them
+  whose `__exit__` is known never to swallow (withexit.py decides at the
+  capture), so that a with block's handler does not keep a local of the last
+  iteration alive (`with autocast(): loss = ...` then `loss.backward()`).
 
 Everything raises `NotResumable(reason)` when the bytecode does not have the
 shape that resuming needs, and `CodeMapError` when the bytecode contradicts what
@@ -58,7 +64,7 @@ __all__ = [
     "ExceptionEntry", "Instr", "LoopSite", "CallSite",
     "parse_exception_table", "instructions", "static_stack_depths", "in_body",
     "stack_kinds", "find_loop", "find_loops", "call_site", "for_iter_depth",
-    "dead_locals_at", "live_locals_at", "RESCUE_NAME",
+    "dead_locals_at", "live_locals_at", "RESCUE_NAME", "WithSite", "with_sites",
 ]
 
 if sys.version_info[:2] != (3, 11):  # pragma: no cover - the layout is 3.11's
@@ -127,6 +133,17 @@ class CallSite(NamedTuple):
     kw_names: Tuple[str, ...]   # 'call': keyword names (empty when none)
     n_slots: int                # slots used by the call: depth - depth_below_call
     has_kwargs: bool            # 'call': KW_NAMES; 'call_ex': a **kwargs dict
+
+
+class WithSite(NamedTuple):
+    before_with: int            # offset of the BEFORE_WITH
+    suppress_jump: int          # offset of the handler's POP_JUMP_FORWARD_IF_TRUE,
+                                # taken when __exit__ returns true
+    # How the manager is made, when the code says it plainly, else None:
+    # (how, scope, names): how 'call' (`NAMES(...)`) or 'value' (`with NAMES:`),
+    # scope 'global' (LOAD_GLOBAL: globals, then builtins) or 'name' (LOAD_NAME,
+    # module level), names the dotted name (('torch', 'autocast')).
+    manager: Optional[Tuple[str, str, Tuple[str, ...]]]
 
 
 # --------------------------------------------------------------------------
@@ -275,7 +292,8 @@ class _Info:
         self.succ = succ
         self._depths: Optional[List[Optional[int]]] = None
         self._kinds = None
-        self._live = None
+        self._live: Dict[frozenset, "_Live"] = {}
+        self._withs = None
         self._lines = None
         self._rescue = None
         self._preds = None
@@ -965,9 +983,14 @@ def slot_names(code: types.CodeType) -> List[str]:
 
 
 class _Live:
-    def __init__(self, info: _Info):
+    """Backward liveness over basic blocks.  `cut`: indices of conditional jumps
+    whose jumped edge cannot be taken (the "__exit__ returned true" jump of a with
+    statement whose manager never swallows an error)."""
+
+    def __init__(self, info: _Info, cut: frozenset = frozenset()):
         code = info.code
         self.info = info
+        self.cut = cut
         names = slot_names(code)
         self.names = names
         cells = set(code.co_cellvars) | set(code.co_freevars)
@@ -1019,7 +1042,9 @@ class _Live:
             e = info.handler[s]
             if e is not None:
                 exc[b] = block_of[info.idx(e.target)]
-            succ[b] = [block_of[t2] for t2, _ in info.normal_succ(t - 1)]
+            last = t - 1
+            succ[b] = [block_of[t2] for t2, jumped in info.normal_succ(last)
+                       if not (jumped and last in self.cut)]
         live_in = [0] * nb
         preds: List[List[int]] = [[] for _ in range(nb)]
         for b in range(nb):
@@ -1069,20 +1094,32 @@ class _Live:
         return live
 
 
-def _live(info: _Info) -> _Live:
-    if info._live is None:
-        info._live = _Live(info)
-    return info._live
+def _live(info: _Info, never_suppress=()) -> _Live:
+    cut = _cut_edges(info, never_suppress)
+    lv = info._live.get(cut)
+    if lv is None:
+        lv = info._live[cut] = _Live(info, cut)
+    return lv
 
 
-def live_locals_at(code: types.CodeType, offset: int) -> Set[str]:
+def _cut_edges(info: _Info, never_suppress) -> frozenset:
+    """The suppress jumps of the with statements (BEFORE_WITH offsets) whose
+    __exit__ never returns true: those jumps are never taken."""
+    if not never_suppress:
+        return frozenset()
+    wanted = set(never_suppress)
+    return frozenset(info.idx(w.suppress_jump) for w in _withs(info) if w.before_with in wanted)
+
+
+def live_locals_at(code: types.CodeType, offset: int, never_suppress=()) -> Set[str]:
     """Plain fast locals that may be read (or deleted) from `offset` on.
 
     Cell and free variables are not plain locals and are always to be kept.
+    never_suppress: as for dead_locals_at.
     """
     info = _info(code)
     k = info.idx(offset)
-    lv = _live(info)
+    lv = _live(info, never_suppress)
     names = [nm for i, nm in enumerate(lv.names) if lv.tracked >> i & 1]
     if lv.everything:
         return set(names)
@@ -1090,19 +1127,129 @@ def live_locals_at(code: types.CodeType, offset: int) -> Set[str]:
     return {nm for i, nm in enumerate(lv.names) if lv.tracked >> i & 1 and bits >> i & 1}
 
 
-def dead_locals_at(code: types.CodeType, offset: int) -> Set[str]:
+def dead_locals_at(code: types.CodeType, offset: int, never_suppress=()) -> Set[str]:
     """Plain fast locals whose current value can never be read from `offset` on.
 
     On every path from `offset` (exception edges included) such a variable is
     written before it is read or deleted. Cell and free variables are never
     reported; nothing is reported if the code may read its locals by
     introspection (locals(), vars(), dir(), eval, exec, sys._getframe, ...).
+
+    never_suppress: BEFORE_WITH offsets (WithSite.before_with) of with statements
+    whose `__exit__` is known never to return true; for those the handler's path
+    "the error was swallowed, go on after the block" does not exist.  Without
+    it, `with m: loss = f()` keeps last iteration's `loss` alive: were `f()` to
+    raise and `m.__exit__` to swallow the error, the code after the block would
+    read it.
     """
     info = _info(code)
     k = info.idx(offset)
-    lv = _live(info)
+    lv = _live(info, never_suppress)
     if lv.everything:
         return set()
     bits = lv.live_at(k) | lv.always
     return {nm for i, nm in enumerate(lv.names)
             if lv.tracked >> i & 1 and not bits >> i & 1}
+
+
+# --------------------------------------------------------------------------
+# with statements
+
+_BEFORE_WITH = _OP["BEFORE_WITH"]
+_WITH_EXCEPT_START = _OP["WITH_EXCEPT_START"]
+_POP_JUMP_FORWARD_IF_TRUE = _OP["POP_JUMP_FORWARD_IF_TRUE"]
+_PUSH_NULL = _OP["PUSH_NULL"]
+_LOAD_ATTR = _OP["LOAD_ATTR"]
+_LOAD_METHOD = _OP["LOAD_METHOD"]
+
+
+def with_sites(code: types.CodeType) -> List[WithSite]:
+    """The (synchronous) with statements of `code` whose handler has 3.11's
+    shape: PUSH_EXC_INFO, WITH_EXCEPT_START, POP_JUMP_FORWARD_IF_TRUE (to the
+    "swallowed" path), in the table entry that covers the instruction after
+    BEFORE_WITH."""
+    return list(_withs(_info(code)))
+
+
+def _withs(info: _Info) -> Tuple[WithSite, ...]:
+    if info._withs is None:
+        info._withs = tuple(_find_withs(info))
+    return info._withs
+
+
+def _find_withs(info: _Info):
+    instrs = info.instrs
+    n = len(instrs)
+    for k, ins in enumerate(instrs):
+        if ins.opcode != _BEFORE_WITH or k + 1 >= n:
+            continue
+        e = info.handler[k + 1]
+        if e is None:
+            continue
+        h = info.index.get(e.target)
+        if h is None or h + 2 >= n or instrs[h].opcode != _PUSH_EXC_INFO \
+                or instrs[h + 1].opcode != _WITH_EXCEPT_START \
+                or instrs[h + 2].opcode != _POP_JUMP_FORWARD_IF_TRUE:
+            continue
+        yield WithSite(ins.offset, instrs[h + 2].offset, _manager(info, k))
+
+
+def _manager(info: _Info, k: int):
+    """How the manager BEFORE_WITH (index k) takes is made, when it is one of
+    `NAME.ATTR...(ARGS)` or `NAME.ATTR...` in straight-line code; else None."""
+    instrs = info.instrs
+    depths = info.depths()
+    if depths[k] is None or depths[k] < 1:
+        return None
+    base = depths[k] - 1            # below the manager
+    targets = _jump_targets(info)
+    j = k - 1
+    while j >= 0 and depths[j] is not None and depths[j] > base:
+        j -= 1
+    if j < 0 or depths[j] != base:
+        return None
+    for i in range(j, k):
+        if instrs[i].target is not None or instrs[i].opcode in _TERMINAL or \
+                (i > j and instrs[i].offset in targets):
+            return None
+    if instrs[k].offset in targets:
+        return None
+    names = info.code.co_names
+    i, null = j, False
+    if instrs[i].opcode == _PUSH_NULL:
+        null, i = True, i + 1
+    if i >= k:
+        return None
+    root = instrs[i]
+    if root.opcode == _LOAD_GLOBAL:
+        if root.arg & 1:
+            if null:
+                return None
+            null = True
+        scope, dotted = "global", [names[root.arg >> 1]]
+    elif root.opcode == _LOAD_NAME:
+        scope, dotted = "name", [names[root.arg]]
+    else:
+        return None
+    i += 1
+    while i < k and instrs[i].opcode == _LOAD_ATTR:
+        dotted.append(names[instrs[i].arg])
+        i += 1
+    method = False
+    if i < k and instrs[i].opcode == _LOAD_METHOD and not null:
+        dotted.append(names[instrs[i].arg])
+        method, i = True, i + 1
+    if i == k:
+        return None if (null or method) else ("value", scope, tuple(dotted))
+    if not (null or method):
+        return None
+    # A call: ARGS, [KW_NAMES], PRECALL n, CALL n right before BEFORE_WITH; the
+    # arguments never reach below the callable's two slots.
+    call, pre = instrs[k - 1], instrs[k - 2] if k >= 2 else None
+    if call.opcode != _CALL or pre is None or pre.opcode != _PRECALL or pre.arg != call.arg:
+        return None
+    if depths[i] != base + 2 or depths[k - 2] != base + 2 + pre.arg:
+        return None
+    if any(depths[x] is None or depths[x] < base + 2 for x in range(i, k - 1)):
+        return None
+    return ("call", scope, tuple(dotted))

@@ -30,6 +30,10 @@ from dataclasses import dataclass, field
 from typing import Any, List
 
 _CO_ASYNC = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
+# What to do about an object the checkpoint cannot hold (the last words of a decline).
+UNSAVEABLE_ADVICE = ("Portal cannot save it: close or drop it before the loop, keep it out of "
+                     "the loop's state, or give its class __getstate__/__setstate__ that "
+                     "leave it out and make it again")
 # True while the trial pickling runs: a reducer with a costly side effect (copying a
 # device storage to the host: torch_state.py) skips it.
 TRIAL = [False]
@@ -43,6 +47,7 @@ class Point:
     state: Any                          # the ProgramState to write
     roots: dict                         # {description: object}, for messages
     will_differ: List[str] = field(default_factory=list)
+    notes: List[str] = field(default_factory=list)   # the report's extra lines (suspend.py)
 
 
 def decide(runtime, loop_frame, loop_line, exc, make_state):
@@ -159,8 +164,10 @@ def _trial(runtime, state, roots):
                                    buffer_callback=_discard, reducers=exact, subclass_reducers=inherited)
         pickler.dump_state(state, roots)
         return set(pickler.memo.copy())
-    except (reducers.DeclineLoop, reducers.Unsaveable) as d:
+    except reducers.DeclineLoop as d:
         return f"its state holds {d}"
+    except reducers.Unsaveable as u:   # the same object fails every try: never retried
+        return f"its state holds {u}; {UNSAVEABLE_ADVICE}"
     except (MemoryError, RecursionError, RuntimeError, OSError):
         return None
     finally:

@@ -17,19 +17,38 @@ class Runtime:
     # program must not see them) and put back for a rescue.
     portal_modules = {}
 
-    def __init__(self, main_filename, job_dir=None, extra_user_code=(), fake_oom=None, policy=None):
-        self.main_filename = main_filename  # absolute, as compiled (co_filename)
+    def __init__(self, main_filename, job_dir=None, extra_user_code=(), fake_oom=None, policy=None,
+                 module=None):
+        # absolute, as compiled (co_filename); for `-m MODULE` (module: its name)
+        # None until runpy has found the module (main_filename then reads it)
+        self._main_filename = main_filename
+        self.module = module
         self.job_dir = job_dir
         self.policy = dict(policy or {})  # {"oom.on": "false"}: recorded with the job
         self.rescue_enabled = self.policy.get("oom.on", "true") != "false"
         self.registry = codeindex.REGISTRY
-        script_dir = os.path.dirname(os.path.realpath(main_filename)) if main_filename else os.getcwd()
+        # -m: the user's code is under the working directory and PYTHONPATH, as
+        # when the module was first found (not the module's own directory)
+        script_dir = os.path.dirname(os.path.realpath(main_filename)) \
+            if main_filename and module is None else os.getcwd()
         self.extra_user_code = list(extra_user_code)
         self.user_code = usercode.UserCode.from_environment(
             script_dir, os.getcwd(), os.environ.get("PYTHONPATH", ""), self.extra_user_code)
         self.fake_oom = fake_oom if fake_oom is not None else FakeOom.from_environment()
         self.declined = {}  # id(exception) -> [reason, ...] for the loops that declined it
         self.capture_failed = set()  # id(exception) whose checkpoint could not be written
+
+    @property
+    def main_filename(self):
+        """The main program's file: the script, or the module `-m` runs (its
+        spec's origin, once runpy has found it and set __main__.__spec__)."""
+        if self._main_filename is None and self.module is not None:
+            import sys
+            spec = sys.modules["__main__"].__dict__.get("__spec__")
+            origin = getattr(spec, "origin", None)
+            if getattr(spec, "name", None) == self.module and isinstance(origin, str):
+                self._main_filename = origin
+        return self._main_filename
 
     # ---- set-up ------------------------------------------------------------------
 
@@ -53,7 +72,10 @@ class Runtime:
 
     def main_code(self):
         """The code object __main__ runs (the latest compilation of the main script)."""
-        return self.registry.entry(self.main_filename)[0]
+        try:
+            return self.registry.entry(self.main_filename)[0]
+        except KeyError:
+            return None  # `-m` of a module that is not the user's code: never instrumented
 
     def recompiler(self):
         """Compiles a saved source exactly as the import hook compiled it."""
@@ -77,7 +99,7 @@ class Runtime:
 
     def context(self):
         """What the resuming process needs to set the runtime up as it was."""
-        return {"main_filename": self.main_filename, "cwd": os.getcwd(),
+        return {"main_filename": self.main_filename, "module": self.module, "cwd": os.getcwd(),
                 "user_code": self.extra_user_code, "policy": self.policy,
                 "environ": {k: os.environ[k] for k in ("PYTHONPATH", "PORTAL_FAKE_OOM") if k in os.environ}}
 

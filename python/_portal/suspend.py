@@ -226,6 +226,7 @@ def _rescue(runtime, loop_frame, loop_line, exc):
     if not isinstance(point, decide.Point):
         return _decline(runtime, exc, point) if point else None
     error = _Error(exc)                                         # its text, before the frames go
+    point.notes = _notes(runtime, loop_frame, exc)              # what was passed over, and why
     _free_inner_frames(exc, loop_frame)                         # 3. free
     job, created = _job(runtime)
     if job is None:
@@ -251,6 +252,15 @@ def _point_state(runtime, loop_frame, loop_line, frames, site):
                          process=process, loop=loop,
                          fake_oom=runtime.fake_oom.counts if runtime.fake_oom else None)
     return state, _error_roots(state)
+
+
+def _notes(runtime, loop_frame, exc):
+    """Lines the report adds: a comprehension the error passed through, which
+    cannot be the point to continue from (comprehensions.py)."""
+    from _portal import comprehensions
+    note = comprehensions.passed_over(
+        exc, loop_frame, lambda f: f == runtime.main_filename or runtime.user_code.is_user_file(f))
+    return [note] if note else []
 
 
 class _Error:
@@ -301,7 +311,7 @@ def _manifest_fields(runtime, job, exc, error, point):
 def _write(runtime, job, point, manifest_fields):
     """The checkpoint (CheckpointInfo), or None after two failed tries (point.failures)."""
     from _portal import autograd, checkpoint, plugins
-    from _portal.reducers import DeclineLoop
+    from _portal.reducers import DeclineLoop, Unsaveable
     exact, inherited = plugins.reducers()
 
     def write(attempt):
@@ -321,6 +331,10 @@ def _write(runtime, job, point, manifest_fields):
             return write(attempt)
         except DeclineLoop as d:   # only when decide.py's trial ran short of memory
             point.failures = f"its state holds {d}"
+            return None
+        except Unsaveable as u:   # only when decide.py's trial could not tell: not retried
+            from _portal.decide import UNSAVEABLE_ADVICE
+            point.failures = f"its state holds {u}; {UNSAVEABLE_ADVICE}"
             return None
         except Exception as error:  # noqa: BLE001 - any failure of the writer
             point.failures.append((type(error), _message(error)))
@@ -406,6 +420,8 @@ def _report_and_exit(job, error, point, size):
                       f"{iteration}; that iteration runs again from its start")
     for item in point.will_differ:
         _say("suspended", f"will differ: {item}")
+    for note in point.notes:
+        _say("suspended", note)
     if cut:
         _say("suspended", "saved as plain tensors, their autograd graph already used by backward(): " +
                           ", ".join(cut))
@@ -413,4 +429,6 @@ def _report_and_exit(job, error, point, size):
                       f"kept until {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(point.expires))} (3 days)")
     _say("suspended", f"resume it on a machine with more memory: portal resume {job.id} --mem {_suggested_mem_gib()}")
     sys.stderr.flush()
+    from _portal import workers
+    workers.shut_down()  # a DataLoader's workers hold the output pipes: not left to their watchdog
     os._exit(SUSPENDED_EXIT)

@@ -125,9 +125,13 @@ def test_an_unsaveable_object_ends_the_job_naming_it(corpus):
     assert r.stdout == b"i 0\n"
     assert python_traceback_of_memory_error(r.stderr), r.stderr
     # found by decide.py's trial before anything is freed or written (issue 11): the
-    # loop declines, and with no loop further out the job ends
+    # loop declines, not tried twice (the same object would fail again), what to do
+    # is said, and with no loop further out the job ends
     assert r.stderr.decode().splitlines()[-1] == (
-        "portal: not rescued: its state holds global 'sock' (socket.socket): cannot pickle 'socket' object")
+        "portal: not rescued: its state holds global 'sock' (socket.socket): cannot pickle "
+        "'socket' object; Portal cannot save it: close or drop it before the loop, keep it out "
+        "of the loop's state, or give its class __getstate__/__setstate__ that leave it out "
+        "and make it again")
     assert checkpoint_leftovers(corpus.parent / "home") == []
 
 

@@ -1401,3 +1401,78 @@ def test_sites_of_reraise_handlers_are_the_compiled_ones():
                 assert [s._replace(lasti=True) for s in before] == after, (path, line)
                 n += len(after)
     assert n >= 1000
+
+
+# --------------------------------------------------------------------------
+# with statements: the handler's "swallowed" path and liveness
+
+WITHS = """
+import contextlib
+
+def amp(model, xs):
+    for x in xs:  # loop:a
+        try:
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                out = model(x)
+                loss = out.sum()
+            loss.backward()
+        except Exception:
+            __portal_rescue__(@a)
+            raise
+
+def kinds(xs, lock):
+    for x in xs:  # loop:b
+        try:
+            with open(x) as f:
+                a = f.read()
+            with contextlib.suppress(ValueError):
+                b = int(a)
+            with LOCK:
+                c = 1
+            with lock:
+                d = 2
+            with pick(x)(x):
+                e = 3
+            print(a, b, c, d, e)
+        except Exception:
+            __portal_rescue__(@b)
+            raise
+"""
+
+
+def test_with_sites_name_their_managers():
+    co, lines, _ = build(WITHS)
+    sites = cm.with_sites(code_named(co, "amp"))
+    assert [s.manager for s in sites] == [("call", "global", ("torch", "autocast"))]
+    ins = {i.offset: i.opname for i in instrs(code_named(co, "amp"))}
+    assert ins[sites[0].before_with] == "BEFORE_WITH"
+    assert ins[sites[0].suppress_jump] == "POP_JUMP_FORWARD_IF_TRUE"
+    managers = [s.manager for s in cm.with_sites(code_named(co, "kinds"))]
+    assert managers == [("call", "global", ("open",)),
+                        ("call", "global", ("contextlib", "suppress")),
+                        ("value", "global", ("LOCK",)),
+                        None,       # a local: its value at the next iteration is unknown
+                        None]       # a call of a call's result
+
+
+def test_a_with_that_cannot_swallow_does_not_keep_the_block_locals_alive():
+    co, lines, _ = build(WITHS)
+    code, off = body(co, lines, "amp", "a")
+    # The handler's "__exit__ returned true" path reads last iteration's loss.
+    assert "loss" not in cm.dead_locals_at(code, off)
+    [site] = cm.with_sites(code)
+    assert "loss" in cm.dead_locals_at(code, off, {site.before_with})
+    assert "loss" not in cm.live_locals_at(code, off, {site.before_with})
+    assert cm.live_locals_at(code, off) - cm.live_locals_at(code, off, {site.before_with}) == {"loss"}
+
+
+def test_only_the_named_withs_lose_their_swallowed_path():
+    co, lines, _ = build(WITHS)
+    code, off = body(co, lines, "kinds", "b")
+    sites = cm.with_sites(code)
+    assert cm.dead_locals_at(code, off) >= {"f"}
+    assert not {"a", "b", "c", "d", "e"} & cm.dead_locals_at(code, off)
+    # suppress() may swallow: b stays live; the others' blocks are cut.
+    cut = {s.before_with for s in sites if s.manager != ("call", "global", ("contextlib", "suppress"))}
+    dead = cm.dead_locals_at(code, off, cut)
+    assert {"a", "c", "d", "e"} <= dead and "b" not in dead

@@ -1,0 +1,1 @@
+"""A package whose training module is run as `python3 -m pkg.train`."""
