@@ -328,7 +328,7 @@ def _resume(toplevel, job_dir, package_dir):
         status = toplevel.run(run, args)
         if status is not None:
             runtime.explain_failure()
-        _exit(status)
+        _exit(toplevel, status)
         return
     runtime.portal_modules = _forget_imports(package_dir)
     _run_main(toplevel, runtime, main_code, globals_)
