@@ -106,3 +106,67 @@ def test_roll_back_replaces_the_captured_generators():
     iteration.roll_back(process, marks)
     assert process.random_state == ("r",) and process.numpy_state == ("n",)
     assert process.plugins["torch_state"] == {"rng": "T", "cuda_rng": "old-cuda"}
+
+
+TRAINER = """
+class Trainer:
+    def fit(self):
+        for epoch in range(3):
+            self._train_epoch()
+    def _train_epoch(self):
+        for batch in self.loader:
+            self._step(batch)
+    def _step(self, batch):
+        self.model(batch).sum().backward()
+    def evaluate(self):
+        for batch in self.loader:
+            self.model(batch)
+def helper(loss):
+    loss.backward()
+total = 0
+for i in range(3):
+    total += i
+"""
+
+
+def marked_loops(source):
+    tree, _ = instrument.instrument(ast.parse(source))
+    return sorted(n.value.args[0].value for n in ast.walk(tree)
+                  if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+                  and getattr(n.value.func, "id", None) == instrument.ITERATION_NAME)
+
+
+def test_a_loop_that_calls_backward_through_the_modules_functions_is_marked():
+    # fit -> _train_epoch -> _step -> backward(): both loops; evaluate()'s loop and
+    # the arithmetic loop at module level are not.
+    assert marked_loops(TRAINER) == [4, 7]
+
+
+def test_numpy_is_noted_when_the_module_mentions_it_anywhere():
+    source = ("import numpy as np\nclass D:\n    def __getitem__(self, i):\n"
+              "        return np.random.rand()\nfor b in x:\n    y.backward()\n")
+    tree, _ = instrument.instrument(ast.parse(source))
+    loop = next(n for n in tree.body if isinstance(n, ast.For))
+    assert [a.value for a in loop.body[0].body[0].value.args] == [5, True]
+
+
+def test_the_count_of_each_live_iterator_is_noted_weakly(installed):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+    from torch.utils.data import dataloader as module
+    from _portal import dataloader
+    dataloader._patch(module)
+    it = iter(DataLoader(list(range(8)), batch_size=2))
+    next(it)
+    iteration.iteration_start(1)
+    marks = iteration.at_start(sys._getframe().f_code, 1)
+    next(it)
+    assert [(ref(), count) for ref, count in marks["loaders"] if ref() is it] == [(it, 1)]
+    iteration.roll_back(ProcessState(argv=[], orig_argv=[], cwd="/", environ={}, path=[]), marks)
+    assert iteration.batches_at_start(it) == 1
+    made_since = iter(DataLoader(list(range(8)), batch_size=2))
+    assert iteration.batches_at_start(made_since) == iteration.MADE_SINCE
+    iteration.at_start(sys._getframe().f_code, 1)      # the next loop's capture
+    assert iteration.batches_at_start(it) is None
+    del it
+    assert all(ref() is None or ref() is made_since for ref, _ in marks["loaders"])
