@@ -17,11 +17,14 @@ CUDA, torch's CUDA generators; numpy's global generator when the module mentions
 had given (dataloader.py keeps the set): an iterator the body advances itself
 (`batch = next(it)`) is saved with its count at the iteration's start, so the
 failed iteration's batch is delivered again.  A generator object the program
-made itself (`torch.Generator()`, `np.random.default_rng()`) is part of the
-saved state and is not rolled back.
+made itself (`torch.Generator()`, `np.random.default_rng()`, `random.Random`)
+and holds near the loop is noted too (held_generators.py) and saved with its
+state at the iteration's start.
 """
 import random
 import sys
+
+from _portal import held_generators
 
 NAME = "__portal_iteration__"
 
@@ -55,11 +58,18 @@ def _loader_counts():
     return [(ref, ref()._num_yielded) for ref in [*live.data] if ref() is not None]
 
 
-def iteration_start(loop_line, numpy_too=False):
+def iteration_start(loop_line, numpy_too=False, target_names=(), targets=()):
     """The builtin the instrumented loop calls first in each iteration.  numpy's
     global generator costs 20 microseconds to note, the others 5 together: it is
-    noted only for a body that mentions `np.random` or `numpy.random`."""
-    _MARKS[(sys._getframe(1).f_code, loop_line)] = _states(numpy_too)
+    noted only for a module that mentions `np.random` or `numpy.random`.
+    target_names, targets: the for loop's target variables and their values."""
+    frame = sys._getframe(1)
+    key = (frame.f_code, loop_line)
+    marks = _states(numpy_too)
+    marks["objects"] = held_generators.note(key, frame)
+    marks["code"] = frame.f_code
+    marks["targets"] = dict(zip(target_names, targets))
+    _MARKS[key] = marks
 
 
 def at_start(code, loop_line):
@@ -68,6 +78,11 @@ def at_start(code, loop_line):
     global _ROLLING_BACK
     _ROLLING_BACK = None
     return _MARKS.get((code, loop_line))
+
+
+def rolling_back():
+    """The marks of the loop being captured (roll_back), or None."""
+    return _ROLLING_BACK
 
 
 # batches_at_start() of an iterator made since the iteration started.
@@ -99,3 +114,34 @@ def roll_back(process, marks):
         torch_state["rng"] = marks["torch"]
         if marks["cuda"] is not None:
             torch_state["cuda_rng"] = marks["cuda"]
+
+
+# --- the loop's own frame ------------------------------------------------------------------
+
+def reduce_frame_state(fs):
+    """The resume loop's saved frame with its for loop's targets as the failed
+    iteration started: `x = augment(x)` in the body rebinds x, and the iteration
+    runs again on the batch it was given, not on its own result.  A target that is
+    dead at the resume point (not saved) stays so; a cell (a closure's) is left as it
+    is, and so is a loop at module level (its targets are globals)."""
+    marks = _ROLLING_BACK
+    if marks is None or fs.call is not None or fs.function is None \
+            or getattr(fs.function, "__code__", None) is not marks.get("code") \
+            or not marks.get("targets"):
+        return NotImplemented
+    from _portal.state import EMPTY
+    code = fs.function.__code__
+    cls, args, state = fs.__reduce_ex__(5)[:3]
+    saved = list(state["locals"])
+    for name, value in marks["targets"].items():
+        if name in code.co_varnames and name not in code.co_cellvars:
+            slot = code.co_varnames.index(name)
+            if slot < len(saved) and saved[slot] is not EMPTY:
+                saved[slot] = value
+    state = dict(state, locals=saved)
+    return cls, args, state
+
+
+def reducers():
+    from _portal.state import FrameState
+    return {FrameState: reduce_frame_state}

@@ -71,6 +71,7 @@ def installed(monkeypatch):
     iteration._MARKS.clear()
     yield
     iteration._MARKS.clear()
+    iteration.at_start(None, 0)       # no roll-back left under way for the next test
 
 
 def test_the_states_at_the_failed_iterations_start_are_kept(installed):
@@ -93,9 +94,9 @@ def test_the_states_at_the_failed_iterations_start_are_kept(installed):
 def test_numpy_is_noted_only_for_a_body_that_mentions_it():
     tree, _ = instrument.instrument(ast.parse(TRAINING))
     mark = next(n for n in tree.body if isinstance(n, ast.For)).body[0].body[0].value
-    assert [a.value for a in mark.args] == [8, True]
+    assert [a.value for a in mark.args[:2]] == [8, True]
     tree, _ = instrument.instrument(ast.parse("for i in x:\n    y.backward()\n"))
-    assert [a.value for a in tree.body[0].body[0].body[0].value.args] == [1]
+    assert [a.value for a in tree.body[0].body[0].body[0].value.args[:2]] == [1, False]
 
 
 def test_roll_back_replaces_the_captured_generators():
@@ -147,7 +148,7 @@ def test_numpy_is_noted_when_the_module_mentions_it_anywhere():
               "        return np.random.rand()\nfor b in x:\n    y.backward()\n")
     tree, _ = instrument.instrument(ast.parse(source))
     loop = next(n for n in tree.body if isinstance(n, ast.For))
-    assert [a.value for a in loop.body[0].body[0].value.args] == [5, True]
+    assert [a.value for a in loop.body[0].body[0].value.args[:2]] == [5, True]
 
 
 def test_the_count_of_each_live_iterator_is_noted_weakly(installed):
@@ -169,4 +170,79 @@ def test_the_count_of_each_live_iterator_is_noted_weakly(installed):
     iteration.at_start(sys._getframe().f_code, 1)      # the next loop's capture
     assert iteration.batches_at_start(it) is None
     del it
+    import gc
+    gc.collect()
     assert all(ref() is None or ref() is made_since for ref, _ in marks["loaders"])
+
+
+def test_the_loop_targets_are_passed_to_the_mark():
+    tree, _ = instrument.instrument(ast.parse("for i, (x, y) in z:\n    x = x / 2\n    y.backward()\n"))
+    mark = tree.body[0].body[0].body[0].value
+    assert mark.args[2].value == ("i", "x", "y")
+    assert [n.id for n in mark.args[3].elts] == ["i", "x", "y"]
+    tree, _ = instrument.instrument(ast.parse("while n:\n    y.backward()\n"))
+    assert len(tree.body[0].body[0].body[0].value.args) == 1     # a while loop binds nothing
+
+
+def test_a_rebound_target_is_saved_as_the_iteration_started(installed):
+    from _portal.state import EMPTY, FrameState
+    source = ("def train(batches):\n    for x in batches:\n        x = Batch(x * 10)\n"
+              "        x.backward()\n")
+
+    class Batch(float):
+        def backward(self):
+            if self > 10:
+                raise MemoryError("fake")
+
+    globals_ = {"__name__": "t", "Batch": Batch}
+    exec(compile_user_source(source, "t.py"), globals_)
+    train = globals_["train"]
+    with pytest.raises(MemoryError):
+        train([Batch(0.5), Batch(2)])
+    marks = iteration.at_start(train.__code__, 2)
+    iteration.roll_back(ProcessState(argv=[], orig_argv=[], cwd="/", environ={}, path=[]), marks)
+    slot = train.__code__.co_varnames.index("x")
+    saved = [EMPTY] * train.__code__.co_nlocals
+    saved[slot] = 20.0                                   # as the failed iteration left it
+    reduced = iteration.reduce_frame_state(FrameState(train, 0, saved, [], None))
+    assert reduced[2]["locals"][slot] == 2               # the batch it was given
+    saved[slot] = EMPTY                                  # dead at the resume point: stays so
+    assert iteration.reduce_frame_state(FrameState(train, 0, saved, [], None))[2]["locals"][slot] is EMPTY
+
+
+def test_the_programs_own_generators_are_saved_as_the_iteration_started(installed):
+    import pickle
+    from _portal import held_generators, plugins
+    torch = pytest.importorskip("torch")
+
+    class Augment:
+        def __init__(self):
+            self.np_rng = np.random.default_rng(1)
+            self.legacy = np.random.RandomState(2)
+            self.gen = torch.Generator().manual_seed(3)
+            self.rnd = random.Random(4)
+
+        def draw(self):
+            return (self.np_rng.random(), self.legacy.rand(), torch.rand(1, generator=self.gen).item(),
+                    self.rnd.random())
+
+    augment = Augment()
+    iteration.iteration_start(1)
+    marks = iteration.at_start(sys._getframe().f_code, 1)
+    first = augment.draw()
+    iteration.roll_back(ProcessState(argv=[], orig_argv=[], cwd="/", environ={}, path=[]), marks)
+    exact, inherited = plugins.reducers()
+
+    class Pickler(pickle.Pickler):
+        def reducer_override(self, obj):
+            reduce = exact.get(type(obj)) or next((inherited[k] for k in type(obj).__mro__ if k in inherited), None)
+            return reduce(obj) if reduce is not None else NotImplemented
+
+    import io
+    buffer = io.BytesIO()
+    Pickler(buffer, protocol=5).dump((augment.np_rng, augment.legacy, augment.gen, augment.rnd))
+    copy = Augment.__new__(Augment)
+    copy.np_rng, copy.legacy, copy.gen, copy.rnd = pickle.loads(buffer.getvalue())
+    assert copy.draw() == first                          # the failed iteration's draws again
+    assert augment.draw() != first                       # the program's own objects untouched
+    assert held_generators.find(sys._getframe())         # found from this frame's locals
