@@ -202,13 +202,28 @@ def _mentions_numpy_random(stmts):
                and n.value.id in ("np", "numpy") for s in stmts for n in ast.walk(s))
 
 
-def _iteration_call(loop_line, loc, numpy_too):
-    """`__portal_iteration__(LOOP_LINE[, True])` at `loc`, the body's first
-    statement: its line event is that statement's own, so tracers see no
-    difference.  True: the module mentions numpy's global generator."""
+def _target_names(loop):
+    """The plain names a for loop binds each iteration, in order (`for i, (x, y)
+    in ...` gives i, x, y; `for self.x in` none)."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return ()
+    return tuple(n.id for n in ast.walk(loop.target)
+                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+
+
+def _iteration_call(loop_line, loc, numpy_too, targets=()):
+    """`__portal_iteration__(LOOP_LINE[, NUMPY[, NAMES, (VALUES...)]])` at `loc`, the
+    body's first statement: its line event is that statement's own, so tracers see
+    no difference.  NUMPY: the module mentions numpy's global generator; NAMES, VALUES:
+    the loop's targets as the iteration starts (the body may rebind them: `x =
+    augment(x)`)."""
     args = [_copy_loc(ast.Constant(value=loop_line), loc)]
-    if numpy_too:
-        args.append(_copy_loc(ast.Constant(value=True), loc))
+    if numpy_too or targets:
+        args.append(_copy_loc(ast.Constant(value=bool(numpy_too)), loc))
+    if targets:
+        args.append(_copy_loc(ast.Constant(value=targets), loc))
+        args.append(_copy_loc(ast.Tuple(elts=[_copy_loc(ast.Name(id=name, ctx=ast.Load()), loc)
+                                              for name in targets], ctx=ast.Load()), loc))
     call = ast.Call(func=_copy_loc(ast.Name(id=ITERATION_NAME, ctx=ast.Load()), loc),
                     args=args, keywords=[])
     return _copy_loc(ast.Expr(value=_copy_loc(call, loc)), loc)
@@ -291,7 +306,8 @@ class _Rewriter:
                 and depth + 3 <= MAX_BLOCKS)
         body = self.body(s.body, depth + (2 if fits else 1))
         if fits and _calls_backward(s.body, self.training):
-            body.insert(0, _iteration_call(s.lineno, _start(body[0]), self.numpy_random))
+            body.insert(0, _iteration_call(s.lineno, _start(body[0]), self.numpy_random,
+                                           _target_names(s)))
         if fits:
             first, last = body[0], body[-1]
             t = ast.Try(body=body, handlers=[_handler(s.lineno)], orelse=[], finalbody=[],
