@@ -82,6 +82,13 @@ CASES = [
     ("zip-one-shuffled-epoch-1", ["zip_loaders.py"], "zip_loaders.py:26@10=torch"),
     ("zip-both-shuffled", ["zip_loaders.py", "both"], "zip_loaders.py:29@12=cpu"),
     ("zip-both-shuffled-first", ["zip_loaders.py", "both"], "zip_loaders.py:25@1"),
+    # The program's own generators, drawn in the body before the error: a numpy
+    # Generator and RandomState, a torch.Generator, a random.Random (held by an
+    # object the loop's function has), a numpy Generator global, the loader's own
+    # torch.Generator: each saved with its state at the iteration's start.
+    ("augment-after-draws", ["augment.py"], "augment.py:40@5"),
+    ("augment-inside-augment", ["augment.py"], "augment.py:25@6=torch"),
+    ("augment-in-backward", ["augment.py"], "augment.py:43@11=cpu"),
 ]
 
 
