@@ -95,3 +95,10 @@ CASES = [
 @pytest.mark.parametrize("command,spec", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_resumed_run_is_the_uninterrupted_one(work, tmp_path_factory, command, spec):
     check(work, tmp_path_factory, command, spec)
+
+
+@pytest.mark.xfail(strict=True, reason="known gap (docs/fidelity.md, 'Not rolled back'): past its first "
+                   "pass, itertools.cycle gives batches from its own kept list, whose position the "
+                   "mark does not note: the resumed iteration takes the next batch")
+def test_cycle_past_its_first_pass(work, tmp_path_factory):
+    check(work, tmp_path_factory, ["cycle_batches.py"], "cycle_batches.py:16@9")
