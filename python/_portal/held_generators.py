@@ -26,6 +26,9 @@ MAX_VISITS = 4000
 MAX_ITEMS = 64       # items of one list, tuple or dict looked at
 RESCAN_EVERY = 256
 CO_OPTIMIZED = 0x1   # inspect.CO_OPTIMIZED: a function's frame (fast locals)
+# References to a frame's f_locals dict when nobody else holds it: the frame's own,
+# find()'s variable, getrefcount()'s argument.
+_ONLY_OURS = 3
 
 # (code, loop line) -> [id of the frame searched, marks since, [generator objects]]
 _FOUND = {}
@@ -73,9 +76,10 @@ def find(frame):
                types.CodeType, types.FrameType)
     snapshot = frame.f_locals       # read once: each read fills it again
     roots = [(value, 0) for value in snapshot.values()]
-    if frame.f_code.co_flags & CO_OPTIMIZED:
+    if frame.f_code.co_flags & CO_OPTIMIZED and sys.getrefcount(snapshot) <= _ONLY_OURS:
         # A function frame's f_locals is a snapshot dict, not its fast locals: emptied
-        # so that it keeps nothing alive (whoever reads f_locals next fills it again).
+        # so that it keeps nothing alive (whoever reads f_locals next fills it again),
+        # unless the program holds it (`d = locals()`): then it is python's as it was.
         snapshot.clear()
     if snapshot is not frame.f_globals:
         roots += [(value, 1) for value in frame.f_globals.values()]

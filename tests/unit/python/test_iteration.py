@@ -246,3 +246,28 @@ def test_the_programs_own_generators_are_saved_as_the_iteration_started(installe
     assert copy.draw() == first                          # the failed iteration's draws again
     assert augment.draw() != first                       # the program's own objects untouched
     assert held_generators.find(sys._getframe())         # found from this frame's locals
+
+
+class _Weakable:
+    pass
+
+
+def _search_from_here(hold_locals):
+    import weakref
+    from _portal import held_generators
+    obj = _Weakable()
+    ref = weakref.ref(obj)
+    held = locals() if hold_locals else None
+    held_generators.find(sys._getframe())
+    del obj
+    return ref() is None, held
+
+
+def test_the_search_keeps_nothing_of_the_frame_alive():
+    freed, _ = _search_from_here(hold_locals=False)
+    assert freed      # the f_locals snapshot it read was emptied
+
+
+def test_the_search_leaves_a_locals_dict_the_program_holds_as_it_was():
+    freed, held = _search_from_here(hold_locals=True)
+    assert not freed and isinstance(held["obj"], _Weakable) and held["hold_locals"] is True
