@@ -18,13 +18,13 @@ had given (dataloader.py keeps the set): an iterator the body advances itself
 (`batch = next(it)`) is saved with its count at the iteration's start, so the
 failed iteration's batch is delivered again.  A generator object the program
 made itself (`torch.Generator()`, `np.random.default_rng()`, `random.Random`)
-and holds near the loop is noted too (held_generators.py) and saved with its
+and holds near the loop is noted too (generator_states.py) and saved with its
 state at the iteration's start.
 """
 import random
 import sys
 
-from _portal import held_generators
+from _portal import generator_states
 
 NAME = "__portal_iteration__"
 
@@ -66,7 +66,7 @@ def iteration_start(loop_line, numpy_too=False, target_names=(), targets=()):
     frame = sys._getframe(1)
     key = (frame.f_code, loop_line)
     marks = _states(numpy_too)
-    marks["objects"] = held_generators.note(key, frame)
+    marks["objects"] = generator_states.note(key, frame)
     marks["code"] = frame.f_code
     marks["targets"] = dict(zip(target_names, targets))
     _MARKS[key] = marks

@@ -23,7 +23,7 @@ import sys
 
 # In the order their reducers are consulted (a later one wins for the same type).
 MODULES = ("generators", "files", "torch_state", "dataloader", "tqdm_state", "logging_state",
-           "held_generators", "iteration")
+           "generator_states", "iteration")
 # Those that define import_patches().
 PATCHING = ("dataloader",)
 

@@ -212,7 +212,7 @@ def test_a_rebound_target_is_saved_as_the_iteration_started(installed):
 
 def test_the_programs_own_generators_are_saved_as_the_iteration_started(installed):
     import pickle
-    from _portal import held_generators, plugins
+    from _portal import generator_states, plugins
     torch = pytest.importorskip("torch")
 
     class Augment:
@@ -245,7 +245,7 @@ def test_the_programs_own_generators_are_saved_as_the_iteration_started(installe
     copy.np_rng, copy.legacy, copy.gen, copy.rnd = pickle.loads(buffer.getvalue())
     assert copy.draw() == first                          # the failed iteration's draws again
     assert augment.draw() != first                       # the program's own objects untouched
-    assert held_generators.find(sys._getframe())         # found from this frame's locals
+    assert generator_states.find(sys._getframe())         # found from this frame's locals
 
 
 class _Weakable:
@@ -254,11 +254,11 @@ class _Weakable:
 
 def _search_from_here(hold_locals):
     import weakref
-    from _portal import held_generators
+    from _portal import generator_states
     obj = _Weakable()
     ref = weakref.ref(obj)
     held = locals() if hold_locals else None
-    held_generators.find(sys._getframe())
+    generator_states.find(sys._getframe())
     del obj
     return ref() is None, held
 
