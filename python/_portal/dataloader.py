@@ -206,8 +206,17 @@ def reduce_iterator(it):
 def reduce_cycle(c):
     """itertools.cycle, as pickle saves it (its iterator, the items it has kept, whether
     its first pass is over), less the items of the failed iteration when it cycles a
-    DataLoader iterator that is wound back (reduce_iterator): they are taken again."""
+    DataLoader iterator that is wound back (reduce_iterator): they are taken again.
+    Past its first pass, at the position noted when the iteration started
+    (generator_states.py), when it was found near the loop."""
     cls, (it, ), (kept, passed) = c.__reduce__()
+    from _portal import generator_states
+    noted = generator_states.state_at_start(c)
+    if passed and noted is not None and noted[0] == "again":
+        # past its first pass: back to the item it was to give when the iteration started
+        again = iter(kept)
+        again.__setstate__(noted[1])
+        return cls, (again, ), (kept, passed)
     if not passed and isinstance(it, sys.modules[_DATALOADER]._BaseDataLoaderIter):
         from _portal import iteration
         at_start = iteration.batches_at_start(it)

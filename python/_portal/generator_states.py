@@ -15,6 +15,9 @@ each of them with the state it had when the failed iteration started
 (reduce_rolled_back); the program's objects themselves are not changed (if the
 capture declines, the program goes on as it was).
 
+An `itertools.cycle` found there has its position noted as well (dataloader.py
+saves it so: past its first pass, the items it gives are its own).
+
 Not found, so not rolled back: a generator only reachable further away or through
 another module's globals, or made after the search in the same frame.  The global
 generators (`random`'s, numpy's, torch's defaults) are noted by iteration.py.
@@ -51,6 +54,9 @@ def _types():
         kinds.append(torch._C.Generator)
         globals_.append(torch.default_generator)
         opaque.append(torch.Tensor)
+    itertools = sys.modules.get("itertools")
+    if itertools is not None:   # its position past the first pass is its own (dataloader.py)
+        kinds.append(itertools.cycle)
     return tuple(kinds), {id(g) for g in globals_ if g is not None}, tuple(opaque)
 
 
@@ -106,6 +112,11 @@ def state_of(obj):
     torch = sys.modules.get("torch")
     if torch is not None and isinstance(obj, torch._C.Generator):
         return obj.get_state()
+    itertools = sys.modules.get("itertools")
+    if itertools is not None and type(obj) is itertools.cycle:
+        _, (it, ), (kept, passed) = obj.__reduce__()
+        # past its first pass: the index of its next item in what it kept
+        return ("again", it.__reduce__()[2]) if passed else ("first", len(kept))
     return obj.__reduce__()[2]   # random.Random, numpy's Generator and RandomState: pickle's own
 
 
@@ -120,7 +131,8 @@ def note(key, frame):
 
 # --- saving ------------------------------------------------------------------------------
 
-def _state_at_start(obj):
+def state_at_start(obj):
+    """What was noted of `obj` when the iteration being rolled back started, or None."""
     from _portal import iteration
     marks = iteration.rolling_back()
     for held, state in (marks or {}).get("objects", ()):
@@ -132,7 +144,7 @@ def _state_at_start(obj):
 def reduce_rolled_back(obj):
     """A generator object as pickle saves it, with the state it had when the failed
     iteration started (when it was noted then); NotImplemented: as usual."""
-    state = _state_at_start(obj)
+    state = state_at_start(obj)
     if state is None:
         return NotImplemented
     reduced = obj.__reduce__()
@@ -142,7 +154,7 @@ def reduce_rolled_back(obj):
 def reduce_torch_generator(g):
     from _portal import torch_state
     function, args = torch_state.reduce_generator(g)
-    state = _state_at_start(g)
+    state = state_at_start(g)
     return (function, args) if state is None else (function, args[:-1] + (state,))
 
 

@@ -76,6 +76,9 @@ CASES = [
     # itertools.cycle(loader) in its first pass: the batch it kept is dropped too
     ("cycle-first-pass", ["cycle_batches.py"], "cycle_batches.py:16@3"),
     ("cycle-in-backward", ["cycle_batches.py"], "cycle_batches.py:19@5=cpu"),
+    # past its first pass the cycle gives what it kept: its position noted at the mark
+    ("cycle-second-pass", ["cycle_batches.py"], "cycle_batches.py:16@9"),
+    ("cycle-third-pass-in-backward", ["cycle_batches.py"], "cycle_batches.py:19@14=torch"),
     # zip(loader_a, loader_b): both samplers drew their permutations at their first
     # batch, after both iterators were made: both rebuilt loaders give python's batches
     ("zip-one-shuffled", ["zip_loaders.py"], "zip_loaders.py:25@3"),
@@ -96,9 +99,3 @@ CASES = [
 def test_resumed_run_is_the_uninterrupted_one(work, tmp_path_factory, command, spec):
     check(work, tmp_path_factory, command, spec)
 
-
-@pytest.mark.xfail(strict=True, reason="known gap (docs/fidelity.md, 'Not rolled back'): past its first "
-                   "pass, itertools.cycle gives batches from its own kept list, whose position the "
-                   "mark does not note: the resumed iteration takes the next batch")
-def test_cycle_past_its_first_pass(work, tmp_path_factory):
-    check(work, tmp_path_factory, ["cycle_batches.py"], "cycle_batches.py:16@9")
