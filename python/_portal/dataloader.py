@@ -90,7 +90,9 @@ def _patch(module):
     base = module._BaseDataLoaderIter
     if getattr(base, "_portal_patched", False):
         return
-    init, reset = base.__init__, base._reset
+    import weakref
+    init, reset, next_ = base.__init__, base._reset, base.__next__
+    live = weakref.WeakSet()   # the iterators alive now: iteration.py notes their counts
 
     # Whatever goes wrong here must not change the program's data loading: the
     # iterator is then only not saveable (reduce_iterator says so).
@@ -98,9 +100,10 @@ def _patch(module):
         try:
             self._portal_loader = _reference(loader)
             self._portal_rng_init = snapshot(loader)
+            live.add(self)
         except Exception:
             self._portal_loader = self._portal_rng_init = None
-        self._portal_rng_epoch = None
+        self._portal_rng_epoch = self._portal_rng_first = None
         init(self, loader, *args, **kwargs)
 
     def _reset(self, loader, first_iter=False, *args, **kwargs):
@@ -111,10 +114,23 @@ def _patch(module):
                 self._portal_rng_init = None
         return reset(self, loader, first_iter, *args, **kwargs)
 
-    for fn, old in ((__init__, init), (_reset, reset)):
+    # A single-process iterator's sampler draws its permutation when the first
+    # batch is asked for, not when the iterator is made: the program may have drawn
+    # in between (zip(loader_a, loader_b) makes both iterators first).  Noted once
+    # per epoch, before that first batch.
+    def __next__(self):
+        if self._num_yielded == 0 and self._portal_rng_first is None and self._num_workers == 0:
+            try:
+                self._portal_rng_first = snapshot(loader_of(self))
+            except Exception:
+                self._portal_rng_init = None
+        return next_(self)
+
+    for fn, old in ((__init__, init), (_reset, reset), (__next__, next_)):
         fn.__name__, fn.__qualname__, fn.__doc__ = old.__name__, old.__qualname__, old.__doc__
         fn.__wrapped__ = old
-    base.__init__, base._reset = __init__, _reset
+    base.__init__, base._reset, base.__next__ = __init__, _reset, __next__
+    base._portal_live = live
     base._portal_patched = True
 
 
@@ -150,6 +166,27 @@ def _fill_later(shell, state):
     _PENDING.append((shell, state))
 
 
+def _batches_to_keep(it):
+    """The count the iterator is saved with: the count when the failed iteration
+    started (iteration.py), so that the batches it took are delivered again; an
+    iterator made inside the failed iteration is saved exhausted: where the program
+    makes one only when the last one ran out (`except StopIteration: it =
+    iter(loader)`), the iteration takes that path again, as it did."""
+    from _portal import iteration
+    at_start = iteration.batches_at_start(it)
+    if at_start == iteration.MADE_SINCE:
+        module = sys.modules[_DATALOADER]
+        if it._dataset_kind == module._DatasetKind.Map:
+            try:
+                return len(it._index_sampler)   # indices only: no batch is loaded
+            except TypeError:
+                pass
+        return it._num_yielded
+    if at_start is not None and at_start < it._num_yielded:
+        return at_start
+    return it._num_yielded
+
+
 def reduce_iterator(it):
     if getattr(it, "_portal_rng_init", None) is None:
         raise TypeError(f"cannot save {type(it).__name__}: the RNG states its epoch "
@@ -159,9 +196,41 @@ def reduce_iterator(it):
     if loader is None:
         raise TypeError(f"cannot save {type(it).__name__}: its DataLoader (persistent "
                         "workers) is gone; keep the DataLoader in a variable")
-    state = {"loader": loader, "yielded": it._num_yielded, "base_seed": it._base_seed,
-             "rng_init": it._portal_rng_init, "rng_epoch": it._portal_rng_epoch}
+    yielded = _batches_to_keep(it)
+    state = {"loader": loader, "yielded": yielded, "base_seed": it._base_seed,
+             "rng_init": it._portal_rng_init, "rng_epoch": it._portal_rng_epoch,
+             "rng_first": getattr(it, "_portal_rng_first", None) if yielded else None}
     return (_rb_shell, (type(it),), state, None, None, _fill_later)
+
+
+def reduce_cycle(c):
+    """itertools.cycle, as pickle saves it (its iterator, the items it has kept, whether
+    its first pass is over), less the items of the failed iteration when it cycles a
+    DataLoader iterator that is wound back (reduce_iterator): they are taken again.
+    Past its first pass, at the position noted when the iteration started
+    (generator_states.py), when it was found near the loop."""
+    cls, (it, ), (kept, passed) = c.__reduce__()
+    from _portal import generator_states
+    noted = generator_states.state_at_start(c)
+    if passed and noted is not None and noted[0] == "again":
+        # past its first pass: back to the item it was to give when the iteration started
+        again = iter(kept)
+        again.__setstate__(noted[1])
+        return cls, (again, ), (kept, passed)
+    if not passed and isinstance(it, sys.modules[_DATALOADER]._BaseDataLoaderIter):
+        from _portal import iteration
+        at_start = iteration.batches_at_start(it)
+        drop = it._num_yielded - at_start if at_start is not None and at_start >= 0 else 0
+        if 0 < drop <= len(kept):
+            kept = kept[:len(kept) - drop]
+    return cls, (it, ), (kept, passed)
+
+
+def reducers():
+    if _DATALOADER not in sys.modules:
+        return {}
+    import itertools
+    return {itertools.cycle: reduce_cycle}
 
 
 def subclass_reducers():
@@ -240,6 +309,8 @@ def rebuild(shell, state):
         iterable = loader._dataset_kind == module._DatasetKind.Iterable
         replay = _Replay(loader._index_sampler, 0 if iterable else k, state["rng_epoch"])
         type(shell).__init__(shell, _LoaderAs(loader, replay))
+        if state.get("rng_first") is not None:   # its sampler started at its first batch
+            apply(state["rng_first"])
         replay.fast_forward()
         shell._index_sampler = loader._index_sampler
         shell._sampler_iter = replay.iterator
@@ -253,6 +324,7 @@ def rebuild(shell, state):
                 except StopIteration:
                     break
         shell._num_yielded = k
+        shell._portal_rng_first = state.get("rng_first")
     finally:
         apply(now)
 

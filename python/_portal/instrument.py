@@ -155,19 +155,49 @@ def _handler(loop_line, body_span=None):
         body=[ast.Expr(value=call), ast.Raise(exc=None, cause=None)]))
 
 
-def _calls_backward(stmts):
-    """Whether the statements (not the functions or classes they define) call a
-    method named `backward`: a training loop's body (iteration.py)."""
-    todo = list(stmts)
+def _calls(stmts):
+    """The names the statements (not the functions or classes they define) call:
+    `f(...)` gives f, `x.f(...)` gives f."""
+    todo, names = list(stmts), set()
     while todo:
         node = todo.pop()
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
             continue
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                and node.func.attr == "backward":
-            return True
+        if isinstance(node, ast.Call):
+            if isinstance(node.func, ast.Attribute):
+                names.add(node.func.attr)
+            elif isinstance(node.func, ast.Name):
+                names.add(node.func.id)
         todo.extend(ast.iter_child_nodes(node))
-    return False
+    return names
+
+
+def _calls_backward(stmts, training=frozenset()):
+    """Whether the statements call a method named `backward`, or a function of the
+    module's own (by name) that does, however deep: a training loop's body
+    (iteration.py)."""
+    called = _calls(stmts)
+    return "backward" in called or not called.isdisjoint(training)
+
+
+def _training_functions(tree):
+    """The names of the module's functions and methods whose bodies call
+    `.backward()`, directly or through other functions of the module (by name: a
+    Trainer's fit -> _train_epoch -> _step).  Names, not bindings: a same-named
+    function elsewhere is taken too, which costs only a mark."""
+    calls = {}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            calls.setdefault(node.name, set()).update(_calls(node.body))
+    training = {name for name, called in calls.items() if "backward" in called}
+    grew = True
+    while grew:
+        grew = False
+        for name, called in calls.items():
+            if name not in training and not called.isdisjoint(training):
+                training.add(name)
+                grew = True
+    return frozenset(training)
 
 
 def _mentions_numpy_random(stmts):
@@ -176,13 +206,28 @@ def _mentions_numpy_random(stmts):
                and n.value.id in ("np", "numpy") for s in stmts for n in ast.walk(s))
 
 
-def _iteration_call(loop_line, loc, stmts):
-    """`__portal_iteration__(LOOP_LINE[, True])` at `loc`, the body's first
-    statement: its line event is that statement's own, so tracers see no
-    difference.  True: the body mentions numpy's global generator."""
+def _target_names(loop):
+    """The plain names a for loop binds each iteration, in order (`for i, (x, y)
+    in ...` gives i, x, y; `for self.x in` none)."""
+    if not isinstance(loop, (ast.For, ast.AsyncFor)):
+        return ()
+    return tuple(n.id for n in ast.walk(loop.target)
+                 if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
+
+
+def _iteration_call(loop_line, loc, numpy_too, targets=()):
+    """`__portal_iteration__(LOOP_LINE[, NUMPY[, NAMES, (VALUES...)]])` at `loc`, the
+    body's first statement: its line event is that statement's own, so tracers see
+    no difference.  NUMPY: the module mentions numpy's global generator; NAMES, VALUES:
+    the loop's targets as the iteration starts (the body may rebind them: `x =
+    augment(x)`)."""
     args = [_copy_loc(ast.Constant(value=loop_line), loc)]
-    if _mentions_numpy_random(stmts):
-        args.append(_copy_loc(ast.Constant(value=True), loc))
+    if numpy_too or targets:
+        args.append(_copy_loc(ast.Constant(value=bool(numpy_too)), loc))
+    if targets:
+        args.append(_copy_loc(ast.Constant(value=targets), loc))
+        args.append(_copy_loc(ast.Tuple(elts=[_copy_loc(ast.Name(id=name, ctx=ast.Load()), loc)
+                                              for name in targets], ctx=ast.Load()), loc))
     call = ast.Call(func=_copy_loc(ast.Name(id=ITERATION_NAME, ctx=ast.Load()), loc),
                     args=args, keywords=[])
     return _copy_loc(ast.Expr(value=_copy_loc(call, loc)), loc)
@@ -215,9 +260,11 @@ def _is_future(stmt):
 
 
 class _Rewriter:
-    def __init__(self, fake_lines, wrap):
+    def __init__(self, fake_lines, wrap, training=frozenset(), numpy_random=False):
         self.fake_lines = fake_lines      # line -> [spec index, ...]
         self.wrap = wrap
+        self.training = training          # _training_functions()
+        self.numpy_random = numpy_random  # the module mentions np.random
         self.memo = {}
         self.wrapped = []
 
@@ -262,8 +309,9 @@ class _Rewriter:
                 and depth + 2 + _need_list(s.body, self.memo) <= MAX_BLOCKS
                 and depth + 3 <= MAX_BLOCKS)
         body = self.body(s.body, depth + (2 if fits else 1))
-        if fits and _calls_backward(s.body):
-            body.insert(0, _iteration_call(s.lineno, _start(body[0]), s.body))
+        if fits and _calls_backward(s.body, self.training):
+            body.insert(0, _iteration_call(s.lineno, _start(body[0]), self.numpy_random,
+                                           _target_names(s)))
         if fits:
             first, last = body[0], body[-1]
             t = ast.Try(body=body, handlers=[_handler(s.lineno)], orelse=[], finalbody=[],
@@ -286,8 +334,8 @@ class _Rewriter:
         s.orelse = self.body(s.orelse, depth + (1 if fits else 0))
         if not fits:
             return s
-        if _calls_backward(s.body):
-            s.body.insert(0, _iteration_call(s.lineno, _start(s.body[0]), s.body))
+        if _calls_backward(s.body, self.training):
+            s.body.insert(0, _iteration_call(s.lineno, _start(s.body[0]), self.numpy_random))
         first, last = _start(s.body[0]), s.body[-1]
         span = (first.lineno, first.col_offset, last.end_lineno, last.end_col_offset)
         self.wrapped.append(s.lineno)
@@ -334,7 +382,8 @@ def instrument(tree, *, fake_oom=None, wrap=True):
     fake_lines = {}
     for index, line in fake_oom or ():
         fake_lines.setdefault(int(line), []).append(int(index))
-    r = _Rewriter(fake_lines, wrap)
+    training = _training_functions(tree) if wrap else frozenset()
+    r = _Rewriter(fake_lines, wrap, training, wrap and _mentions_numpy_random(tree.body))
     tree.body = r.body(tree.body, 0, "module")
     return tree, r.wrapped
 

@@ -4,27 +4,36 @@ A training loop's iteration draws random numbers before it can fail (dropout in
 the forward pass, then out of memory in backward()).  The iteration runs again
 after a resume, and must draw the same numbers again to give the same result; the
 state saved at the failure has already moved past them.  So a loop whose body
-calls `.backward(...)` (instrument.py) starts each iteration with
-``__portal_iteration__(LOOP_LINE)``, which notes the generators' states (about 10
-microseconds: little next to a training step), and the capture saves those in
-place of the current ones when that loop is the resume point.  Other loops pay
-nothing.
+calls `.backward(...)`, itself or through functions of its module however deep
+(instrument.py: a Trainer's fit -> _train_epoch -> _step), starts each iteration
+with ``__portal_iteration__(LOOP_LINE)``, which notes the generators' states
+(about 10 microseconds: little next to a training step), and the capture saves
+those in place of the current ones when that loop is the resume point.  Other
+loops pay nothing.
 
 Noted: `random`, torch's CPU generator and, once the program has initialised
-CUDA, torch's CUDA generators; numpy's global generator when the body mentions
-`np.random` or `numpy.random`.  A generator object the
-program made itself (`torch.Generator()`, `np.random.default_rng()`) is part of
-the saved state and is not rolled back.
+CUDA, torch's CUDA generators; numpy's global generator when the module mentions
+`np.random` or `numpy.random`; how many batches each live DataLoader iterator
+had given (dataloader.py keeps the set): an iterator the body advances itself
+(`batch = next(it)`) is saved with its count at the iteration's start, so the
+failed iteration's batch is delivered again.  A generator object the program
+made itself (`torch.Generator()`, `np.random.default_rng()`, `random.Random`)
+and holds near the loop is noted too (generator_states.py) and saved with its
+state at the iteration's start.
 """
 import random
 import sys
 
 from _portal import irreversible   # what the marks note for it: what cannot be rolled back
+from _portal import generator_states
 
 NAME = "__portal_iteration__"
 
 # (code object, loop line) -> the states at the start of its latest iteration.
 _MARKS = {}
+# The marks of the loop being captured (roll_back), consulted by dataloader.py.
+_ROLLING_BACK = None
+_DATALOADER = "torch.utils.data.dataloader"
 
 
 def _states(numpy_too):
@@ -37,23 +46,68 @@ def _states(numpy_too):
             "numpy": np.random.get_state() if np is not None else None,
             "torch": torch.get_rng_state() if torch is not None else None,
             "cuda": cuda,
-            "irreversible": irreversible.note()}
+            "irreversible": irreversible.note(),
+            "loaders": _loader_counts()}
 
 
-def iteration_start(loop_line, numpy_too=False):
+def _loader_counts():
+    """[(weak reference to a live DataLoader iterator, batches it has given)]:
+    weak, so that a mark never keeps an epoch's iterator (and its workers) alive."""
+    module = sys.modules.get(_DATALOADER)
+    live = getattr(getattr(module, "_BaseDataLoaderIter", None), "_portal_live", None)
+    if not live:
+        return ()
+    return [(ref, ref()._num_yielded) for ref in [*live.data] if ref() is not None]
+
+
+def iteration_start(loop_line, numpy_too=False, target_names=(), targets=()):
     """The builtin the instrumented loop calls first in each iteration.  numpy's
     global generator costs 20 microseconds to note, the others 5 together: it is
-    noted only for a body that mentions `np.random` or `numpy.random`."""
-    _MARKS[(sys._getframe(1).f_code, loop_line)] = _states(numpy_too)
+    noted only for a module that mentions `np.random` or `numpy.random`.
+    target_names, targets: the for loop's target variables and their values."""
+    frame = sys._getframe(1)
+    key = (frame.f_code, loop_line)
+    marks = _states(numpy_too)
+    marks["objects"] = generator_states.note(key, frame)
+    marks["code"] = frame.f_code
+    marks["targets"] = dict(zip(target_names, targets))
+    _MARKS[key] = marks
 
 
 def at_start(code, loop_line):
-    """The states noted when the current iteration of that loop started, or None."""
+    """The states noted when the current iteration of that loop started, or None.
+    Asked once per loop the capture tries: forgets the last loop's roll-back."""
+    global _ROLLING_BACK
+    _ROLLING_BACK = None
     return _MARKS.get((code, loop_line))
 
 
+def rolling_back():
+    """The marks of the loop being captured (roll_back), or None."""
+    return _ROLLING_BACK
+
+
+# batches_at_start() of an iterator made since the iteration started.
+MADE_SINCE = -1
+
+
+def batches_at_start(iterator):
+    """How many batches the DataLoader iterator had given when the iteration being
+    rolled back started; MADE_SINCE for one made since; None when no roll-back is
+    under way (the loop is not marked)."""
+    if _ROLLING_BACK is None:
+        return None
+    for ref, count in _ROLLING_BACK.get("loaders", ()):
+        if ref() is iterator:
+            return count
+    return MADE_SINCE
+
+
 def roll_back(process, marks):
-    """Put the iteration's starting states into the captured ProcessState."""
+    """Put the iteration's starting states into the captured ProcessState; the
+    DataLoader iterators are wound back as they are saved (batches_at_start)."""
+    global _ROLLING_BACK
+    _ROLLING_BACK = marks
     process.random_state = marks["random"]
     if marks["numpy"] is not None:
         process.numpy_state = marks["numpy"]
@@ -62,3 +116,34 @@ def roll_back(process, marks):
         torch_state["rng"] = marks["torch"]
         if marks["cuda"] is not None:
             torch_state["cuda_rng"] = marks["cuda"]
+
+
+# --- the loop's own frame ------------------------------------------------------------------
+
+def reduce_frame_state(fs):
+    """The resume loop's saved frame with its for loop's targets as the failed
+    iteration started: `x = augment(x)` in the body rebinds x, and the iteration
+    runs again on the batch it was given, not on its own result.  A target that is
+    dead at the resume point (not saved) stays so; a cell (a closure's) is left as it
+    is, and so is a loop at module level (its targets are globals)."""
+    marks = _ROLLING_BACK
+    if marks is None or fs.call is not None or fs.function is None \
+            or getattr(fs.function, "__code__", None) is not marks.get("code") \
+            or not marks.get("targets"):
+        return NotImplemented
+    from _portal.state import EMPTY
+    code = fs.function.__code__
+    cls, args, state = fs.__reduce_ex__(5)[:3]
+    saved = list(state["locals"])
+    for name, value in marks["targets"].items():
+        if name in code.co_varnames and name not in code.co_cellvars:
+            slot = code.co_varnames.index(name)
+            if slot < len(saved) and saved[slot] is not EMPTY:
+                saved[slot] = value
+    state = dict(state, locals=saved)
+    return cls, args, state
+
+
+def reducers():
+    from _portal.state import FrameState
+    return {FrameState: reduce_frame_state}

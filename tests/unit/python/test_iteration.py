@@ -71,6 +71,7 @@ def installed(monkeypatch):
     iteration._MARKS.clear()
     yield
     iteration._MARKS.clear()
+    iteration.at_start(None, 0)       # no roll-back left under way for the next test
 
 
 def test_the_states_at_the_failed_iterations_start_are_kept(installed):
@@ -93,9 +94,9 @@ def test_the_states_at_the_failed_iterations_start_are_kept(installed):
 def test_numpy_is_noted_only_for_a_body_that_mentions_it():
     tree, _ = instrument.instrument(ast.parse(TRAINING))
     mark = next(n for n in tree.body if isinstance(n, ast.For)).body[0].body[0].value
-    assert [a.value for a in mark.args] == [8, True]
+    assert [a.value for a in mark.args[:2]] == [8, True]
     tree, _ = instrument.instrument(ast.parse("for i in x:\n    y.backward()\n"))
-    assert [a.value for a in tree.body[0].body[0].body[0].value.args] == [1]
+    assert [a.value for a in tree.body[0].body[0].body[0].value.args[:2]] == [1, False]
 
 
 def test_roll_back_replaces_the_captured_generators():
@@ -106,3 +107,167 @@ def test_roll_back_replaces_the_captured_generators():
     iteration.roll_back(process, marks)
     assert process.random_state == ("r",) and process.numpy_state == ("n",)
     assert process.plugins["torch_state"] == {"rng": "T", "cuda_rng": "old-cuda"}
+
+
+TRAINER = """
+class Trainer:
+    def fit(self):
+        for epoch in range(3):
+            self._train_epoch()
+    def _train_epoch(self):
+        for batch in self.loader:
+            self._step(batch)
+    def _step(self, batch):
+        self.model(batch).sum().backward()
+    def evaluate(self):
+        for batch in self.loader:
+            self.model(batch)
+def helper(loss):
+    loss.backward()
+total = 0
+for i in range(3):
+    total += i
+"""
+
+
+def marked_loops(source):
+    tree, _ = instrument.instrument(ast.parse(source))
+    return sorted(n.value.args[0].value for n in ast.walk(tree)
+                  if isinstance(n, ast.Expr) and isinstance(n.value, ast.Call)
+                  and getattr(n.value.func, "id", None) == instrument.ITERATION_NAME)
+
+
+def test_a_loop_that_calls_backward_through_the_modules_functions_is_marked():
+    # fit -> _train_epoch -> _step -> backward(): both loops; evaluate()'s loop and
+    # the arithmetic loop at module level are not.
+    assert marked_loops(TRAINER) == [4, 7]
+
+
+def test_numpy_is_noted_when_the_module_mentions_it_anywhere():
+    source = ("import numpy as np\nclass D:\n    def __getitem__(self, i):\n"
+              "        return np.random.rand()\nfor b in x:\n    y.backward()\n")
+    tree, _ = instrument.instrument(ast.parse(source))
+    loop = next(n for n in tree.body if isinstance(n, ast.For))
+    assert [a.value for a in loop.body[0].body[0].value.args[:2]] == [5, True]
+
+
+def test_the_count_of_each_live_iterator_is_noted_weakly(installed):
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader
+    from torch.utils.data import dataloader as module
+    from _portal import dataloader
+    dataloader._patch(module)
+    it = iter(DataLoader(list(range(8)), batch_size=2))
+    next(it)
+    iteration.iteration_start(1)
+    marks = iteration.at_start(sys._getframe().f_code, 1)
+    next(it)
+    assert [(ref(), count) for ref, count in marks["loaders"] if ref() is it] == [(it, 1)]
+    iteration.roll_back(ProcessState(argv=[], orig_argv=[], cwd="/", environ={}, path=[]), marks)
+    assert iteration.batches_at_start(it) == 1
+    made_since = iter(DataLoader(list(range(8)), batch_size=2))
+    assert iteration.batches_at_start(made_since) == iteration.MADE_SINCE
+    iteration.at_start(sys._getframe().f_code, 1)      # the next loop's capture
+    assert iteration.batches_at_start(it) is None
+    del it
+    import gc
+    gc.collect()
+    assert all(ref() is None or ref() is made_since for ref, _ in marks["loaders"])
+
+
+def test_the_loop_targets_are_passed_to_the_mark():
+    tree, _ = instrument.instrument(ast.parse("for i, (x, y) in z:\n    x = x / 2\n    y.backward()\n"))
+    mark = tree.body[0].body[0].body[0].value
+    assert mark.args[2].value == ("i", "x", "y")
+    assert [n.id for n in mark.args[3].elts] == ["i", "x", "y"]
+    tree, _ = instrument.instrument(ast.parse("while n:\n    y.backward()\n"))
+    assert len(tree.body[0].body[0].body[0].value.args) == 1     # a while loop binds nothing
+
+
+def test_a_rebound_target_is_saved_as_the_iteration_started(installed):
+    from _portal.state import EMPTY, FrameState
+    source = ("def train(batches):\n    for x in batches:\n        x = Batch(x * 10)\n"
+              "        x.backward()\n")
+
+    class Batch(float):
+        def backward(self):
+            if self > 10:
+                raise MemoryError("fake")
+
+    globals_ = {"__name__": "t", "Batch": Batch}
+    exec(compile_user_source(source, "t.py"), globals_)
+    train = globals_["train"]
+    with pytest.raises(MemoryError):
+        train([Batch(0.5), Batch(2)])
+    marks = iteration.at_start(train.__code__, 2)
+    iteration.roll_back(ProcessState(argv=[], orig_argv=[], cwd="/", environ={}, path=[]), marks)
+    slot = train.__code__.co_varnames.index("x")
+    saved = [EMPTY] * train.__code__.co_nlocals
+    saved[slot] = 20.0                                   # as the failed iteration left it
+    reduced = iteration.reduce_frame_state(FrameState(train, 0, saved, [], None))
+    assert reduced[2]["locals"][slot] == 2               # the batch it was given
+    saved[slot] = EMPTY                                  # dead at the resume point: stays so
+    assert iteration.reduce_frame_state(FrameState(train, 0, saved, [], None))[2]["locals"][slot] is EMPTY
+
+
+def test_the_programs_own_generators_are_saved_as_the_iteration_started(installed):
+    import pickle
+    from _portal import generator_states, plugins
+    torch = pytest.importorskip("torch")
+
+    class Augment:
+        def __init__(self):
+            self.np_rng = np.random.default_rng(1)
+            self.legacy = np.random.RandomState(2)
+            self.gen = torch.Generator().manual_seed(3)
+            self.rnd = random.Random(4)
+
+        def draw(self):
+            return (self.np_rng.random(), self.legacy.rand(), torch.rand(1, generator=self.gen).item(),
+                    self.rnd.random())
+
+    augment = Augment()
+    iteration.iteration_start(1)
+    marks = iteration.at_start(sys._getframe().f_code, 1)
+    first = augment.draw()
+    iteration.roll_back(ProcessState(argv=[], orig_argv=[], cwd="/", environ={}, path=[]), marks)
+    exact, inherited = plugins.reducers()
+
+    class Pickler(pickle.Pickler):
+        def reducer_override(self, obj):
+            reduce = exact.get(type(obj)) or next((inherited[k] for k in type(obj).__mro__ if k in inherited), None)
+            return reduce(obj) if reduce is not None else NotImplemented
+
+    import io
+    buffer = io.BytesIO()
+    Pickler(buffer, protocol=5).dump((augment.np_rng, augment.legacy, augment.gen, augment.rnd))
+    copy = Augment.__new__(Augment)
+    copy.np_rng, copy.legacy, copy.gen, copy.rnd = pickle.loads(buffer.getvalue())
+    assert copy.draw() == first                          # the failed iteration's draws again
+    assert augment.draw() != first                       # the program's own objects untouched
+    assert generator_states.find(sys._getframe())         # found from this frame's locals
+
+
+class _Weakable:
+    pass
+
+
+def _search_from_here(hold_locals):
+    import weakref
+    from _portal import generator_states
+    obj = _Weakable()
+    ref = weakref.ref(obj)
+    held = locals() if hold_locals else None
+    generator_states.find(sys._getframe())
+    del obj
+    return ref() is None, held
+
+
+def test_the_search_keeps_nothing_of_the_frame_alive():
+    freed, _ = _search_from_here(hold_locals=False)
+    assert freed      # the f_locals snapshot it read was emptied
+
+
+def test_the_search_leaves_a_locals_dict_the_program_holds_as_it_was():
+    freed, held = _search_from_here(hold_locals=True)
+    assert not freed and isinstance(held["obj"], _Weakable) and held["hold_locals"] is True

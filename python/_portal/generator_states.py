@@ -1,0 +1,173 @@
+"""The generator objects a training loop's program holds, rolled back with the
+global ones (iteration.py; a plug-in: plugins.MODULES, for its reducers).
+
+A marked iteration (iteration.py) may draw from generators the program made
+itself: `rng = np.random.default_rng(0)` for augmentation, a `random.Random`, a
+`torch.Generator` given to `torch.randn(..., generator=g)`, a dataset's own
+`self.rng`.  Which ones the checkpoint will hold is known only when it is written,
+so the first mark of a loop in a frame looks for them near the loop: the frame's
+locals and its module's globals, and what they hold (instance attributes, list,
+tuple and dict items) down to MAX_DEPTH objects away, at most MAX_VISITS objects in
+all.  Each mark then notes their states (a few microseconds each); the search is
+made again when the loop runs in a new frame (another call of the function) and
+every RESCAN_EVERY marks.  When that loop is the resume point, the checkpoint saves
+each of them with the state it had when the failed iteration started
+(reduce_rolled_back); the program's objects themselves are not changed (if the
+capture declines, the program goes on as it was).
+
+An `itertools.cycle` found there has its position noted as well (dataloader.py
+saves it so: past its first pass, the items it gives are its own).
+
+Not found, so not rolled back: a generator only reachable further away or through
+another module's globals, or made after the search in the same frame.  The global
+generators (`random`'s, numpy's, torch's defaults) are noted by iteration.py.
+"""
+import sys
+
+MAX_DEPTH = 4        # locals (0) -> self (1) -> self.loader (2) -> .dataset (3) -> .rng
+MAX_VISITS = 4000
+MAX_ITEMS = 64       # items of one list, tuple or dict looked at
+RESCAN_EVERY = 256
+CO_OPTIMIZED = 0x1   # inspect.CO_OPTIMIZED: a function's frame (fast locals)
+# References to a frame's f_locals dict when nobody else holds it: the frame's own,
+# find()'s variable, getrefcount()'s argument.
+_ONLY_OURS = 3
+
+# (code, loop line) -> [id of the frame searched, marks since, [generator objects]]
+_FOUND = {}
+
+
+def _types():
+    """(generator types, their global instances noted elsewhere, types not looked into)."""
+    kinds, globals_, opaque = [], [], [type(sys), type, str, bytes, int, float, complex, bool]
+    rnd = sys.modules.get("random")
+    if rnd is not None:
+        kinds.append(rnd.Random)
+        globals_.append(getattr(rnd, "_inst", None))
+    np = sys.modules.get("numpy")
+    if np is not None:
+        kinds += [np.random.Generator, np.random.RandomState]
+        globals_.append(getattr(np.random.mtrand, "_rand", None))
+        opaque.append(np.ndarray)
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        kinds.append(torch._C.Generator)
+        globals_.append(torch.default_generator)
+        opaque.append(torch.Tensor)
+    itertools = sys.modules.get("itertools")
+    if itertools is not None:   # its position past the first pass is its own (dataloader.py)
+        kinds.append(itertools.cycle)
+    return tuple(kinds), {id(g) for g in globals_ if g is not None}, tuple(opaque)
+
+
+def _children(obj):
+    if isinstance(obj, dict):
+        return list(obj.values())[:MAX_ITEMS]
+    if isinstance(obj, (list, tuple)):
+        return list(obj[:MAX_ITEMS])
+    try:
+        attributes = object.__getattribute__(obj, "__dict__")
+    except (AttributeError, TypeError):
+        return ()
+    return list(attributes.values())[:MAX_ITEMS] if isinstance(attributes, dict) else ()
+
+
+def find(frame):
+    """The generator objects near the loop's frame (see the module's docstring)."""
+    kinds, noted_globally, opaque = _types()
+    if not kinds:
+        return []
+    import types
+    opaque += (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
+               types.CodeType, types.FrameType)
+    snapshot = frame.f_locals       # read once: each read fills it again
+    roots = [(value, 0) for value in snapshot.values()]
+    if frame.f_code.co_flags & CO_OPTIMIZED and sys.getrefcount(snapshot) <= _ONLY_OURS:
+        # A function frame's f_locals is a snapshot dict, not its fast locals: emptied
+        # so that it keeps nothing alive (whoever reads f_locals next fills it again),
+        # unless the program holds it (`d = locals()`): then it is python's as it was.
+        snapshot.clear()
+    if snapshot is not frame.f_globals:
+        roots += [(value, 1) for value in frame.f_globals.values()]
+    del snapshot
+    found, seen, visits = [], set(), 0
+    todo = roots[::-1]
+    while todo and visits < MAX_VISITS:
+        obj, depth = todo.pop()
+        if id(obj) in seen:
+            continue
+        seen.add(id(obj))
+        visits += 1
+        if isinstance(obj, kinds):
+            if id(obj) not in noted_globally:
+                found.append(obj)
+            continue
+        if depth >= MAX_DEPTH or isinstance(obj, opaque):
+            continue
+        todo.extend((child, depth + 1) for child in reversed(_children(obj)))
+    return found
+
+
+def state_of(obj):
+    torch = sys.modules.get("torch")
+    if torch is not None and isinstance(obj, torch._C.Generator):
+        return obj.get_state()
+    itertools = sys.modules.get("itertools")
+    if itertools is not None and type(obj) is itertools.cycle:
+        _, (it, ), (kept, passed) = obj.__reduce__()
+        # past its first pass: the index of its next item in what it kept
+        return ("again", it.__reduce__()[2]) if passed else ("first", len(kept))
+    return obj.__reduce__()[2]   # random.Random, numpy's Generator and RandomState: pickle's own
+
+
+def note(key, frame):
+    """[(generator, state)] for the loop `key` whose iteration starts in `frame`."""
+    entry = _FOUND.get(key)
+    if entry is None or entry[0] != id(frame) or entry[1] >= RESCAN_EVERY:
+        entry = _FOUND[key] = [id(frame), 0, find(frame)]
+    entry[1] += 1
+    return [(obj, state_of(obj)) for obj in entry[2]]
+
+
+# --- saving ------------------------------------------------------------------------------
+
+def state_at_start(obj):
+    """What was noted of `obj` when the iteration being rolled back started, or None."""
+    from _portal import iteration
+    marks = iteration.rolling_back()
+    for held, state in (marks or {}).get("objects", ()):
+        if held is obj:
+            return state
+    return None
+
+
+def reduce_rolled_back(obj):
+    """A generator object as pickle saves it, with the state it had when the failed
+    iteration started (when it was noted then); NotImplemented: as usual."""
+    state = state_at_start(obj)
+    if state is None:
+        return NotImplemented
+    reduced = obj.__reduce__()
+    return (reduced[0], reduced[1], state) + tuple(reduced[3:])
+
+
+def reduce_torch_generator(g):
+    from _portal import torch_state
+    function, args = torch_state.reduce_generator(g)
+    state = state_at_start(g)
+    return (function, args) if state is None else (function, args[:-1] + (state,))
+
+
+def reducers():
+    exact = {}
+    np = sys.modules.get("numpy")
+    if np is not None:
+        exact[np.random.Generator] = exact[np.random.RandomState] = reduce_rolled_back
+    if sys.modules.get("torch") is not None:
+        exact[sys.modules["torch"]._C.Generator] = reduce_torch_generator
+    return exact
+
+
+def subclass_reducers():
+    rnd = sys.modules.get("random")
+    return {rnd.Random: reduce_rolled_back} if rnd is not None else {}

@@ -1,0 +1,101 @@
+"""Rolled back: what the failed iteration consumed is as at its start when it runs
+again (issue 11, item 1).  Training scripts written the way people write them
+(fidelity_rollback/) are run uninterrupted under python3, then under portal-run
+suspended by a fake out-of-memory error at several points of one iteration (before
+the forward, inside it, in backward()), resumed by `portal resume` in a new process;
+the printed losses and batches (to the last bit) and the digest of the final
+state_dict must be python's.  Each case names what the point tests."""
+import functools
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import store_env
+
+HERE = Path(__file__).parent / "fidelity_rollback"
+PORTAL_RUN = os.environ.get("PORTAL_RUN") or shutil.which("portal-run")
+PORTAL = os.environ.get("PORTAL") or str(Path(PORTAL_RUN).with_name("portal"))
+PYTHON = "/usr/bin/python3"
+TIMEOUT = 300
+
+
+@functools.lru_cache(maxsize=None)
+def python_output(script, args, tmp_root):
+    work = Path(tmp_root) / f"python-{script}-{'-'.join(args)}"
+    shutil.copytree(HERE, work)
+    r = subprocess.run([PYTHON, script, *args], cwd=work, capture_output=True, timeout=TIMEOUT)
+    assert r.returncode == 0, r.stderr
+    return r.stdout
+
+
+@pytest.fixture
+def work(tmp_path):
+    shutil.copytree(HERE, tmp_path / "work")
+    return tmp_path / "work"
+
+
+def suspend_and_resume(work, command, spec):
+    home = work.parent / "home"
+    first = subprocess.run([PORTAL_RUN, *command], cwd=work, capture_output=True,
+                           env=store_env(home, PORTAL_FAKE_OOM=spec), timeout=TIMEOUT)
+    assert first.returncode == 75, first.stderr.decode()
+    [job] = [p.name for p in (home / "jobs").iterdir()]
+    second = subprocess.run([PORTAL, "resume", job], cwd=work, capture_output=True,
+                            env=store_env(home), timeout=TIMEOUT)
+    assert second.returncode == 0, second.stderr.decode()
+    return first, second
+
+
+def check(work, tmp_path_factory, command, spec):
+    expected = python_output(command[0], tuple(command[1:]), str(tmp_path_factory.getbasetemp()))
+    first, second = suspend_and_resume(work, command, spec)
+    assert b"weights " in expected
+    got = first.stdout + second.stdout
+    assert got.splitlines() == expected.splitlines(), first.stderr.decode()
+
+
+CASES = [
+    # The Trainer: its loop is in _train_epoch(); backward() is in _step(), which the
+    # loop calls: the generators are noted at each iteration's start all the same.
+    ("trainer-step-start", ["trainer.py"], "trainer.py:44@7"),
+    ("trainer-after-noise", ["trainer.py"], "trainer.py:46@7=torch"),        # randn_like drew
+    ("trainer-in-forward", ["trainer.py"], "trainer.py:20@7=cpu"),           # dropout drew
+    ("trainer-in-backward", ["trainer.py"], "trainer.py:49@9=cuda"),
+    ("trainer-epoch-start", ["trainer.py"], "trainer.py:49@13=cpu"),         # a new epoch's first batch
+    # minGPT's `while True: batch = next(data_iter)`: the failed iteration's batch
+    # is taken again (the iterator's count wound back to the iteration's start).
+    ("next-after-next", ["next_batch.py"], "next_batch.py:29@4"),
+    ("next-in-forward", ["next_batch.py"], "next_batch.py:30@6=torch"),
+    ("next-in-backward", ["next_batch.py"], "next_batch.py:33@7=cpu"),
+    # the failed iteration made a new iterator (the last one had run out): it runs
+    # out again at resume, and the iteration takes the same path
+    ("next-new-epoch", ["next_batch.py"], "next_batch.py:33@11=cpu"),
+    # itertools.cycle(loader) in its first pass: the batch it kept is dropped too
+    ("cycle-first-pass", ["cycle_batches.py"], "cycle_batches.py:16@3"),
+    ("cycle-in-backward", ["cycle_batches.py"], "cycle_batches.py:19@5=cpu"),
+    # past its first pass the cycle gives what it kept: its position noted at the mark
+    ("cycle-second-pass", ["cycle_batches.py"], "cycle_batches.py:16@9"),
+    ("cycle-third-pass-in-backward", ["cycle_batches.py"], "cycle_batches.py:19@14=torch"),
+    # zip(loader_a, loader_b): both samplers drew their permutations at their first
+    # batch, after both iterators were made: both rebuilt loaders give python's batches
+    ("zip-one-shuffled", ["zip_loaders.py"], "zip_loaders.py:25@3"),
+    ("zip-one-shuffled-epoch-1", ["zip_loaders.py"], "zip_loaders.py:26@10=torch"),
+    ("zip-both-shuffled", ["zip_loaders.py", "both"], "zip_loaders.py:29@12=cpu"),
+    ("zip-both-shuffled-first", ["zip_loaders.py", "both"], "zip_loaders.py:25@1"),
+    # The program's own generators, drawn in the body before the error: a numpy
+    # Generator and RandomState, a torch.Generator, a random.Random (held by an
+    # object the loop's function has), a numpy Generator global, the loader's own
+    # torch.Generator: each saved with its state at the iteration's start.
+    ("augment-after-draws", ["augment.py"], "augment.py:40@5"),
+    ("augment-inside-augment", ["augment.py"], "augment.py:25@6=torch"),
+    ("augment-in-backward", ["augment.py"], "augment.py:43@11=cpu"),
+]
+
+
+@pytest.mark.parametrize("command,spec", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
+def test_resumed_run_is_the_uninterrupted_one(work, tmp_path_factory, command, spec):
+    check(work, tmp_path_factory, command, spec)
+
