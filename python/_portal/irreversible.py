@@ -127,7 +127,7 @@ def will_differ(code, loop_line, roots, saved=None):
     made again: it does not differ.  A loop without marks cannot tell what its
     failed iteration did: each stepped object of its state may have."""
     iteration = sys.modules.get("_portal.iteration")
-    marks = iteration.at_start(code, loop_line) if iteration is not None else None
+    marks = iteration.marks_of(code, loop_line) if iteration is not None else None
     noted = (marks or {}).get("irreversible")
     serial, versions = noted if noted is not None else (None, ())
 

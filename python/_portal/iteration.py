@@ -79,6 +79,12 @@ def at_start(code, loop_line):
     Asked once per loop the capture tries: forgets the last loop's roll-back."""
     global _ROLLING_BACK
     _ROLLING_BACK = None
+    return marks_of(code, loop_line)
+
+
+def marks_of(code, loop_line):
+    """The states noted when the current iteration of that loop started, or None;
+    a look only (at_start is the capture's, which also forgets the roll-back)."""
     return _MARKS.get((code, loop_line))
 
 

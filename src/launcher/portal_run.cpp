@@ -12,6 +12,8 @@
 #include "portal/installation.hpp"
 #include "portal/interpreter_command.hpp"
 #include "portal/job_run.hpp"
+#include "portal/job_store.hpp"
+#include "portal/store_trust.hpp"
 #include "portal/log.hpp"
 #include "portal/options.hpp"
 #include "portal/policy.hpp"
@@ -79,6 +81,11 @@ std::set<std::string> options_with_value(const CLI::App& app) {
 }  // namespace
 
 int portal_run(const std::vector<std::string>& args, const std::string& invoked_as) {
+    // PORTAL_HOME absolute from here on, for the supervisor and the interpreter,
+    // whatever the program chdir()s to (a relative store would move with it).
+    if (const char* env = std::getenv("PORTAL_HOME"); env && *env) {
+        setenv("PORTAL_HOME", portal_home().c_str(), 1);
+    }
     CLI::App app{"", invoked_as};
     RunOptions opts;
     describe(app, opts);
@@ -146,6 +153,8 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
     std::optional<JobRun> run;
     try {
         run.emplace(JobRun::start(split.program, command, policies, requested));
+    } catch (const StoreUntrusted& e) {
+        log::say("store", std::string(e.what()) + "; the program runs, but cannot be suspended");
     } catch (const JobError& e) {
         log::say("job store", std::string(e.what()) + "; the program runs, but cannot be suspended");
     }

@@ -139,16 +139,15 @@ def test_oom_exact_declines_to_the_next_loop_out(work):
 
 def test_oom_exact_with_no_exact_loop_fails_as_python_would(work):
     """stepped.py: the inner loop stepped its optimizer; the epoch loop around the
-    call has no marks and its state holds the same optimizer: it cannot tell, and
-    with oom.exact=true declines too; the job fails as under python."""
+    call holds the same optimizer, and is marked too (train() reaches backward() in
+    this module: iteration.py's marks), so it knows the optimizer stepped in its
+    failed iteration as well: with oom.exact=true it declines for the same reason,
+    said once, and the job fails as under python."""
     r = run(work, "stepped.py", options=("--policy", "oom.exact=true"), PORTAL_FAKE_OOM="stepped.py:20@3")
     assert r.returncode == 1, r.stderr.decode()
     lines = portal_lines(r.stderr)
-    assert lines[0] == ("portal: not rescued: with oom.exact=true, not a point where something will differ: "
-                        + "; ".join(line.split("will differ: ", 1)[1] for line in STEPPED)), lines
-    assert lines[1].startswith("portal: not rescued: with oom.exact=true, not a point where something will "
-                               "differ: optimizer 'opt' (step 3) has stepped, maybe in the failed iteration "
-                               "(this loop's iterations are not marked: Portal cannot tell): it may step again"), lines
+    assert lines == [("portal: not rescued: with oom.exact=true, not a point where something will differ: "
+                      + "; ".join(line.split("will differ: ", 1)[1] for line in STEPPED))], lines
     assert b"\nMemoryError\n" in r.stderr
 
 
