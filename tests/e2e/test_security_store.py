@@ -307,3 +307,52 @@ def test_a_job_whose_record_missed_its_checkpoint_is_recovered_and_resumes(tmp_p
     p = run([PORTAL, "resume", job], cwd=work, home=home, expect=0)
     assert b"total 15" in p.stdout
     assert json.loads(path.read_text())["state"] == "completed"
+
+
+# --- the signing key ------------------------------------------------------------------
+
+def fails_as_python(work, home):
+    """loop.py with its out-of-memory error: it ends with python's traceback of it
+    (the program's, not Portal's) and exit status 1."""
+    p = subprocess.run([PORTAL_RUN, "loop.py"], cwd=work, stdin=subprocess.DEVNULL, capture_output=True,
+                       timeout=RUN_TIMEOUT,
+                       env=base_env({"PORTAL_HOME": str(home), "PORTAL_FAKE_OOM": LOOP_OOM}))
+    assert p.returncode == 1, p
+    assert p.stderr.count(b"Traceback") == 1 and b"\nMemoryError" in p.stderr, p.stderr
+    assert b"_portal" not in p.stderr, p.stderr   # no frame of Portal's own
+    return p
+
+
+def test_a_symlinked_key_signs_nothing_and_is_never_written_through(tmp_path, work):
+    """A `key` planted as a symlink to a file of the user's: the rescue refuses it
+    (the out-of-memory error then fails the job as under python, saying why), the
+    file it points at is unchanged, and no checkpoint is left."""
+    home = tmp_path / "home"
+    new_job(work, home)                      # the store exists (and its key, made by the cache)
+    target = victim_file(tmp_path)
+    if (home / "key").exists():
+        os.unlink(home / "key")
+    os.symlink(target, home / "key")
+    p = fails_as_python(work, home)
+    last = p.stderr.decode().splitlines()[-1]
+    assert last.startswith("portal: not rescued: ") and "key" in last and "symbolic link" in last, p.stderr
+    assert b"MemoryError" in p.stderr
+    assert target.read_bytes() == VICTIM_TEXT
+    assert not list(home.glob("jobs/*/checkpoint*")), list(home.glob("jobs/*/*"))
+
+
+def test_a_key_of_another_user_signs_nothing(users, tmp_path, work):
+    """A `key` in the store owned by someone else (chown, as root): refused, the job
+    fails as under python, naming the owner."""
+    home = tmp_path / "home"
+    new_job(work, home)
+    key = home / "key"
+    if key.exists():
+        os.unlink(key)
+    key.write_bytes(b"k" * 32)
+    os.chmod(key, 0o600)
+    os.chown(key, users[1].uid, users[1].gid)
+    p = fails_as_python(work, home)
+    last = p.stderr.decode().splitlines()[-1]
+    assert last.startswith("portal: not rescued: ") and f"owned by uid {users[1].uid}" in last, p.stderr
+    assert key.read_bytes() == b"k" * 32
