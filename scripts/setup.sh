@@ -18,7 +18,7 @@ packages=(
   # toolchain
   g++ make cmake pkg-config
   # the libFuzzer target of the record reader (tests/fuzz)
-  clang
+  clang libclang-rt-14-dev
   # the interpreter Portal runs programs with, and its headers
   python3 python3-dev libpython3.11-dev
   # what the programs, tests and examples use
