@@ -86,9 +86,33 @@ def test_the_states_at_the_failed_iterations_start_are_kept(installed):
     assert marks is not None
     # The failed iteration (step 1) drew one number after its mark: rolled back,
     # the generator draws it again.
-    random.setstate(marks["random"])
+    random.setstate(iteration.random_state(marks["random"]))
     np.random.set_state(marks["numpy"])
     assert (random.random(), np.random.random()) == globals_["draws"][1]
+
+
+def test_a_mark_copies_randoms_state_and_gives_back_exactly_getstate():
+    random.seed(11)
+    random.random()
+    random.gauss(0.0, 1.0)               # leaves a gauss_next behind
+    noted = iteration._random_mark()
+    assert noted[0] == "snapshot"        # the cheap copy, not getstate()'s 625 ints
+    expected = random.getstate()
+    random.random()
+    random.gauss(0.0, 1.0)
+    assert iteration.random_state(noted) == expected
+    random.setstate(iteration.random_state(noted))
+    assert random.getstate() == expected
+
+
+def test_a_layout_that_disagrees_falls_back_to_getstate(monkeypatch):
+    from _portal import _rngstate
+    monkeypatch.setattr(_rngstate, "internal_state", lambda snap: (0,) * 625)
+    monkeypatch.setattr(iteration, "_SNAPSHOT", [])
+    random.seed(3)
+    noted = iteration._random_mark()
+    assert noted == random.getstate()     # the exact, slower way
+    assert iteration.random_state(noted) == noted
 
 
 def test_numpy_is_noted_only_for_a_body_that_mentions_it():
