@@ -45,6 +45,9 @@ struct CommandResult {
 CommandResult run_command(const std::vector<std::string>& argv, const std::string& input = "",
                           int timeout_seconds = kClientTimeoutSeconds);
 
+// True when `name` is an executable file in one of PATH's directories.
+bool installed(const std::string& name);
+
 // The key of the Slurm batch job this process runs in, or nullopt outside one
 // (no SLURM_JOB_ID): "CLUSTER/JOBID" or "CLUSTER/ARRAYJOBID_TASKID".
 std::optional<std::string> requeue_key();

@@ -139,6 +139,11 @@ bool submits_to_slurm(const std::vector<std::string>& args) {
 int submit_resume_to_slurm(const ResumeRequest& request, const OnSpec& on, const Job& job,
                            const nlohmann::json& record) {
     const std::string where = "--on slurm" + (on.partition.empty() ? std::string() : ":" + on.partition);
+    if (!slurm::installed("sbatch")) {
+        log::say(kSubject, where + ": sbatch is not installed here (Debian: apt-get install slurm-client; "
+                           "a cluster's login node has it): the job stays suspended (portal resume " + job.id + ")");
+        return kRefused;
+    }
     if (const auto previous = recorded_slurm_job(record)) {
         const std::string state = slurm_job_state(*previous);
         if (slurm_job_active(state) && record.value(slurm::kRecordField, nlohmann::json::object()).contains("submitted")) {

@@ -76,8 +76,9 @@ void describe(CLI::App& app, RunOptions& opts) {
 std::set<std::string> options_with_value(const CLI::App& app) {
     std::set<std::string> names;
     for (const CLI::Option* opt : app.get_options()) {
-        if (opt->get_type_size() == 0) {
-            continue;  // a flag
+        // A flag (--version, --requeue): CLI11 2.x gives it type size 1 but expects no value.
+        if (opt->get_type_size() == 0 || opt->get_expected_max() == 0) {
+            continue;
         }
         for (const auto& n : opt->get_lnames()) names.insert("--" + n);
         for (const auto& n : opt->get_snames()) names.insert("-" + n);

@@ -5,6 +5,7 @@
 #include <csignal>
 #include <cstdlib>
 #include <ctime>
+#include <algorithm>
 
 #include <fcntl.h>
 #include <poll.h>
@@ -115,6 +116,18 @@ CommandResult run_command(const std::vector<std::string>& argv, const std::strin
     result.status = WIFEXITED(status) && !result.timed_out ? WEXITSTATUS(status) : -1;
     while (!result.err.empty() && (result.err.back() == '\n' || result.err.back() == '\r')) result.err.pop_back();
     return result;
+}
+
+bool installed(const std::string& name) {
+    const std::string path = env_or_empty("PATH");
+    std::size_t begin = 0;
+    while (begin <= path.size()) {
+        const std::size_t end = std::min(path.find(':', begin), path.size());
+        const std::string dir = end > begin ? path.substr(begin, end - begin) : ".";
+        if (access((dir + "/" + name).c_str(), X_OK) == 0) return true;
+        begin = end + 1;
+    }
+    return false;
 }
 
 std::optional<std::string> requeue_key() {
