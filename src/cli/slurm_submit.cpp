@@ -120,7 +120,7 @@ std::optional<std::string> parsed_job_id(const std::string& out) {
 
 std::optional<OnSpec> parse_on(const std::string& text) {
     if (text == "local") return OnSpec{};
-    static const std::regex slurm_spec("slurm(?::([A-Za-z0-9_.-]+))?");
+    static const std::regex slurm_spec("slurm(?::([A-Za-z0-9][A-Za-z0-9_.-]*))?");  // never an option: -p
     std::smatch m;
     if (!std::regex_match(text, m, slurm_spec)) return std::nullopt;
     return OnSpec{true, m[1].str()};
