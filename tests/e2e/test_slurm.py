@@ -301,8 +301,10 @@ def preempt_signal_supported():
 def test_a_signal_preempted_batch_job_requeues_itself_and_finishes(store):
     if not preempt_signal_supported():
         pytest.skip("portal-run has no --preempt-signal yet (issue 13 item 2, preemption, is another part)")
-    steps = {"STEPS": "40", "STEP_SLEEP": "1"}
-    # USR1 50 s before the 1 min limit: at Slurm's first limit check (~30 s in).
+    # 60 s of steps: USR1 is due 10 s into each start (50 s before the 1 min limit),
+    # delivered at Slurm's next limit check (10-40 s in): preempted at least once,
+    # most often twice or more, each start going further.
+    steps = {"STEPS": "60", "STEP_SLEEP": "1"}
     slurm_job = store.sbatch(requeue_script("--preempt-signal", "USR1"), "--requeue", "--signal=B:USR1@50",
                              "--time=1", **steps)
     deadline = time.monotonic() + 3 * SLURM_JOB_TIMEOUT
