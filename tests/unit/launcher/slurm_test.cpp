@@ -100,3 +100,63 @@ TEST(SlurmStatus, OnlyAJobIdIsHandedToACommand) {
 
 }  // namespace
 }  // namespace portal
+
+#include <filesystem>
+#include <fstream>
+#include <sys/stat.h>
+
+#include "../cli/store_fixture.hpp"
+
+namespace portal {
+namespace {
+
+// requeue_if_preempted and find_requeued_job on a real store, with a fake
+// `scontrol` first on PATH that notes its arguments.
+class SlurmRequeueTest : public StoreTest {
+protected:
+    std::filesystem::path bin, calls;
+    void SetUp() override {
+        StoreTest::SetUp();
+        bin = home / "bin";
+        calls = home / "scontrol-calls";
+        std::filesystem::create_directories(bin);
+        std::ofstream(bin / "scontrol") << "#!/bin/sh\necho \"$@\" >> '" << calls.string() << "'\n";
+        chmod((bin / "scontrol").c_str(), 0755);
+    }
+    std::string called() {
+        std::ifstream in(calls);
+        return std::string(std::istreambuf_iterator<char>(in), {});
+    }
+};
+
+TEST_F(SlurmRequeueTest, APreemptedSuspensionRequeuesItsSlurmJobAnOomOneDoesNot) {
+    const std::string path = bin.string() + ":" + (std::getenv("PATH") ? std::getenv("PATH") : "/usr/bin:/bin");
+    ScopedEnv p("PATH", path.c_str()), id("SLURM_JOB_ID", "4242");
+    const Job oom = make("train-aaaaaa", {{"state", "suspended"}, {"reason", "oom"}, {"error", "MemoryError"}});
+    slurm::requeue_if_preempted(oom, 75);
+    EXPECT_EQ(called(), "");
+    const Job preempted = make("train-bbbbbb", {{"state", "suspended"}, {"reason", "preempted"}});
+    slurm::requeue_if_preempted(preempted, 0);  // not suspended by this run
+    EXPECT_EQ(called(), "");
+    slurm::requeue_if_preempted(preempted, 75);
+    EXPECT_EQ(called(), "requeue 4242\n");
+    ScopedEnv outside("SLURM_JOB_ID", nullptr);
+    slurm::requeue_if_preempted(preempted, 75);
+    EXPECT_EQ(called(), "requeue 4242\n");
+}
+
+TEST_F(SlurmRequeueTest, TheNewestJobOfTheKeyOthersAndUnreadableOnesPassedOver) {
+    make("train-aaaaaa", {{"state", "failed"}, {"created", "2026-12-01T10:00:00Z"},
+                          {"slurm", {{"requeue_key", "c/7"}}}});
+    make("train-bbbbbb", {{"state", "suspended"}, {"created", "2026-12-01T11:00:00Z"},
+                          {"slurm", {{"requeue_key", "c/7"}}}});
+    make("train-cccccc", {{"state", "suspended"}, {"created", "2026-12-01T12:00:00Z"},
+                          {"slurm", {{"requeue_key", "c/8"}}}});
+    std::filesystem::create_directories(home / "jobs" / "train-dddddd");
+    std::ofstream(home / "jobs" / "train-dddddd" / "job.json") << "{not json";
+    EXPECT_EQ(slurm::find_requeued_job(home, "c/7")->id, "train-bbbbbb");
+    EXPECT_EQ(slurm::find_requeued_job(home, "c/9"), std::nullopt);
+}
+
+}  // namespace
+}  // namespace portal
