@@ -79,7 +79,8 @@ int run_portal(int argc, char** argv) {
 
     portal::ResumeRequest resume;
     CLI::App* resume_cmd = app.add_subcommand(
-        "resume", "Continue a suspended job here, in the foreground, from the iteration that failed");
+        "resume", "Continue a suspended job here, in the foreground, from the iteration that failed "
+                   "(--on slurm: submit that to Slurm instead)");
     resume_cmd->add_option("JOB", resume.job, kJobHelp)->required();
     // --on slurm: the memory is the node's, not this machine's; the node's resume checks it.
     const bool on_slurm = portal::submits_to_slurm(args);
