@@ -321,3 +321,15 @@ def test_a_signal_preempted_batch_job_requeues_itself_and_finishes(store):
     outcomes = [r["outcome"] for r in record["runs"]]
     assert outcomes[-1] == "completed" and "suspended" in outcomes, outcomes
     assert without_reports(store.portal("logs", job).stdout) == store.python_output(**steps)
+
+
+def test_requeue_outside_a_slurm_job_runs_the_program_as_without_it(bare_store):
+    env = {k: v for k, v in bare_store.env().items() if not k.startswith("SLURM_")}
+    p = subprocess.run([PORTAL_RUN, "--requeue", "train.py"], cwd=bare_store.work, env=env,
+                       stdin=subprocess.DEVNULL, capture_output=True, timeout=COMMAND_TIMEOUT)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == bare_store.python_output()  # the flag did not take the script as its value
+    assert p.stderr == (b"portal: requeue: --requeue: not inside a Slurm batch job (no SLURM_JOB_ID): "
+                        b"the program runs as without --requeue\n")
+    (job,) = bare_store.ids()
+    assert "slurm" not in bare_store.record(job)
