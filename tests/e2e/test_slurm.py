@@ -24,7 +24,9 @@ Slurm checks time limits about every 30 s and starts a requeued job ~6 s later
 import json
 import os
 import re
+import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -212,6 +214,30 @@ def test_a_partition_of_more_nodes_than_this_one_warns_about_a_local_store(store
         assert store.record(job)["slurm"]["partition"] == "wide"
     finally:
         store.slurm("scancel", slurm_job, check=False)
+
+
+def test_a_store_in_memory_is_refused_for_a_partition_of_more_nodes(tmp_path, slurm_cluster):
+    shm = Path("/dev/shm")
+    fs_type = subprocess.run(["stat", "-f", "-c", "%T", str(shm)], capture_output=True, text=True).stdout.strip()
+    if fs_type != "tmpfs":
+        pytest.skip(f"/dev/shm is {fs_type or 'absent'} here, not tmpfs: no store in memory to refuse")
+    root = Path(tempfile.mkdtemp(prefix="portal-slurm-test-", dir=shm))
+    try:
+        store = SlurmStore(root, slurm_cluster)
+        job = store.suspended_job()
+        p = store.portal("resume", job, "--on", "slurm:wide", expect=REFUSED)
+        assert p.stdout == b""
+        assert p.stderr == (f"portal: resume: --on slurm:wide: the job store PORTAL_HOME={store.home} is on tmpfs "
+                            f"(this machine's memory), which partition wide (2 nodes) may not see: every node must "
+                            f"mount it at the same path (NFS, Lustre, GPFS, ...; docs/slurm.md); the job stays "
+                            f"suspended (portal resume {job})\n").encode()
+        assert store.record(job)["state"] == "suspended" and "slurm" not in store.record(job)
+        # This machine alone (partition debug) sees its own memory: submitted.
+        slurm_job = store.portal("resume", job, "--on", "slurm:debug").stdout.decode().strip()
+        store.wait_state(slurm_job, {"COMPLETED"})
+        assert store.record(job)["state"] == "completed"
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def test_on_values_other_than_local_and_slurm_are_refused(bare_store):
