@@ -27,6 +27,9 @@ packages=(
   libpython3.11-testsuite
   # C++ libraries
   pybind11-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libgtest-dev
+  # a single-node Slurm for `portal resume --on slurm` and `portal-run --requeue`
+  # (tests/e2e/test_slurm.py, scripts/slurm-cluster.sh); no service is started
+  slurmctld slurmd slurm-client munge
 )
 
 say() { echo "portal: setup: $*" >&2; }
@@ -44,7 +47,16 @@ done
 if [ ${#missing[@]} -gt 0 ]; then
   say "installing ${missing[*]}"
   as_root apt-get update -qq
+  # Packages such as munge and slurmd would start their services: a policy-rc.d
+  # that says no (exit 101) while installing, removed after, only if it is ours.
+  policy_rc=/usr/sbin/policy-rc.d
+  own_policy_rc=
+  if [ ! -e "$policy_rc" ]; then
+    as_root sh -c "printf '#!/bin/sh\\nexit 101\\n' > $policy_rc && chmod 755 $policy_rc"
+    own_policy_rc=1
+  fi
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  [ -z "$own_policy_rc" ] || as_root rm -f "$policy_rc"
 else
   say "all Debian packages present"
 fi

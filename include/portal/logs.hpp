@@ -16,6 +16,7 @@ namespace portal {
 struct LogsRequest {
     std::string job;
     int run = 0;  // 1-based; 0: every run
+    bool follow = false;  // -f: go on printing while the job runs (here or as its Slurm job)
 };
 
 int portal_logs(const LogsRequest& request);

@@ -22,7 +22,9 @@ constexpr int kUsageExit = 2;
 // --mem SIZE (size.hpp's parse_mem_option against this machine's memory, the
 // tripwire's machine_memory()).  `advice` follows a refusal for being more than
 // the machine has (e.g. "resume the job on a larger machine: it stays suspended").
-CLI::Validator mem_size(const std::string& advice);
+// `this_machine` false: the size is for another machine (a Slurm node), not checked
+// against this one.
+CLI::Validator mem_size(const std::string& advice, bool this_machine = true);
 // A whole number from 1 to INT_MAX ("--run 0: not a number from 1 up").
 CLI::Validator positive_integer();
 // A number of days, 0 or more, finite ("--older-than nan: not a number of days").

@@ -1,4 +1,5 @@
 // resume.hpp: `portal resume JOB [--mem SIZE] [--gpu TYPE] [--on SPEC]`.
+// With --on slurm[:PARTITION] the resume is submitted to Slurm instead (slurm_submit.hpp).
 //
 // Continues a suspended job in the foreground, with the program's own output and
 // exit status (75 again if it is suspended again).  The stages, in order:
@@ -21,6 +22,9 @@ struct ResumeRequest {
     std::string on = "local";
     std::vector<std::string> policies;  // none: the job's own, as recorded
     std::string device_map;             // "0:1,1:0": saved CUDA device -> this machine's
+    std::string time;                   // --on slurm: sbatch --time (empty: the partition's default)
+    std::string account;                // --on slurm: sbatch --account
+    bool requeue = false;               // started by portal-run --requeue (slurm_requeue.hpp)
 };
 
 int portal_resume(const ResumeRequest& request);

@@ -20,6 +20,7 @@
 #include "portal/resume.hpp"
 #include "portal/rm.hpp"
 #include "portal/show.hpp"
+#include "portal/slurm_submit.hpp"
 #include "portal/store_trust.hpp"
 #include "portal/supervisor.hpp"
 #include "portal/version.hpp"
@@ -72,18 +73,37 @@ int run_portal(int argc, char** argv) {
     logs_cmd->add_option("JOB", logs.job, kJobHelp)->required();
     logs_cmd->add_option("--run", logs.run, "Only the output of run N (1 is the first; see portal show)")
         ->check(portal::options::positive_integer());
+    logs_cmd->add_flag("-f,--follow", logs.follow,
+                       "Go on printing the output as it comes while the job runs, here or as the Slurm "
+                       "job it was submitted as (portal resume --on slurm)");
 
     portal::ResumeRequest resume;
     CLI::App* resume_cmd = app.add_subcommand(
-        "resume", "Continue a suspended job here, in the foreground, from the iteration that failed");
+        "resume", "Continue a suspended job here, in the foreground, from the iteration that failed "
+                   "(--on slurm: submit that to Slurm instead)");
     resume_cmd->add_option("JOB", resume.job, kJobHelp)->required();
+    // --on slurm: the memory is the node's, not this machine's; the node's resume checks it.
+    const bool on_slurm = portal::submits_to_slurm(args);
     resume_cmd->add_option("--mem", resume.mem,
                            "Memory the job needs, in GiB or with a unit (64, 512M; at least 256M); "
-                           "refused if this machine has less")
+                           "refused if this machine has less (--on slurm: asked of Slurm)")
         ->type_name("SIZE")
-        ->check(portal::options::mem_size("resume the job on a larger machine: it stays suspended, intact"));
-    resume_cmd->add_option("--gpu", resume.gpu, "GPU model the job needs (e.g. A100); refused if absent");
-    resume_cmd->add_option("--on", resume.on, "Where to run it: 'local' (this machine, the default)");
+        ->check(portal::options::mem_size(on_slurm ? "" : "resume the job on a larger machine: it stays suspended, intact",
+                                          !on_slurm));
+    resume_cmd->add_option("--gpu", resume.gpu,
+                           "GPU model the job needs (e.g. A100); refused if absent (--on slurm: "
+                           "--gres=gpu:TYPE:1)");
+    resume_cmd->add_option("--on", resume.on,
+                           "Where to run it: 'local' (this machine, the default) or 'slurm[:PARTITION]' "
+                           "(submitted with sbatch; see docs/slurm.md)")
+        ->type_name("SPEC");
+    resume_cmd->add_option("--time", resume.time, "--on slurm: the Slurm job's time limit (sbatch --time)")
+        ->type_name("TIME");
+    resume_cmd->add_option("--account", resume.account, "--on slurm: the Slurm account to charge (sbatch --account)")
+        ->type_name("ACCOUNT");
+    resume_cmd->add_flag("--requeue", resume.requeue,
+                         "Inside a Slurm batch job (as portal-run --requeue runs it): when the resume is "
+                         "preempted, ask Slurm to requeue the batch job");
     resume_cmd->add_option("--policy", resume.policies,
                            "Set a job policy again (oom.on=false); the job's own are kept otherwise")
         ->type_name("KEY=VALUE");

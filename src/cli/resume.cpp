@@ -18,6 +18,8 @@
 #include "portal/log.hpp"
 #include "portal/policy.hpp"
 #include "portal/size.hpp"
+#include "portal/slurm.hpp"
+#include "portal/slurm_submit.hpp"
 #include "portal/supervisor.hpp"
 #include "portal/tripwire.hpp"
 
@@ -39,11 +41,6 @@ std::string gpu_names() {
 }
 
 bool machine_fits(const ResumeRequest& request, const std::string& job_id) {
-    if (request.on != "local") {
-        log::say("resume", "--on " + request.on + " is not supported: only 'local' (this machine) is; "
-                           "the job stays suspended (portal resume " + job_id + ")");
-        return false;
-    }
     if (!request.gpu.empty()) {
         const std::string names = gpu_names();
         if (names.find(request.gpu) == std::string::npos) {
@@ -59,6 +56,7 @@ bool machine_fits(const ResumeRequest& request, const std::string& job_id) {
 
 std::vector<std::string> command_of(const ResumeRequest& request, const std::string& id) {
     std::vector<std::string> command{"portal", "resume", id};
+    if (request.requeue) command.push_back("--requeue");
     if (!request.mem.empty()) command.insert(command.end(), {"--mem", request.mem});
     if (!request.gpu.empty()) command.insert(command.end(), {"--gpu", request.gpu});
     if (!request.device_map.empty()) command.insert(command.end(), {"--device-map", request.device_map});
@@ -69,6 +67,16 @@ std::vector<std::string> command_of(const ResumeRequest& request, const std::str
 }  // namespace
 
 int portal_resume(const ResumeRequest& request) {
+    const std::optional<OnSpec> on = parse_on(request.on);
+    if (!on) {
+        log::say("resume", "--on " + printable(request.on) + ": not supported (" + kOnSupported + ")");
+        return kCliUsage;
+    }
+    if (!on->slurm && (!request.time.empty() || !request.account.empty())) {
+        log::say("resume", std::string(request.time.empty() ? "--account" : "--time") +
+                               " is for --on slurm: a resume here runs until it ends (see portal resume --help)");
+        return kCliUsage;
+    }
     Job job;
     nlohmann::json record;
     JobView view;
@@ -102,6 +110,15 @@ int portal_resume(const ResumeRequest& request) {
     if (state != "suspended") {
         log::say("resume", "job " + job.id + " is " + state + ", not suspended: there is nothing to resume");
         return kRefused;
+    }
+    if (on->slurm) {
+        try {
+            parse_policies(request.policies);  // refused here, not on the node
+        } catch (const PolicyError& e) {
+            log::say("policy", std::string(e.what()) + " (see portal resume --help)");
+            return kRefused;
+        }
+        return submit_resume_to_slurm(request, *on, job, record);
     }
     if (!machine_fits(request, job.id)) {
         return kRefused;
@@ -160,6 +177,7 @@ int portal_resume(const ResumeRequest& request) {
     // suspended, intact, to be resumed once the cause is fixed (JobRun::finish).
     const int code = run->supervise(resume_argv(job.dir.string(), *installation), tripwire::memory_cap(requested));
     run->finish(code);
+    if (request.requeue) slurm::requeue_if_preempted(job, code);
     return code;
 }
 

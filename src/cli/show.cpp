@@ -6,6 +6,8 @@
 
 #include "portal/log.hpp"
 #include "portal/size.hpp"
+#include "portal/slurm.hpp"
+#include "portal/slurm_status.hpp"
 
 namespace portal {
 
@@ -51,6 +53,29 @@ void describe_suspension(std::ostream& out, const nlohmann::json& s, const std::
     }
 }
 
+// The Slurm job the record follows (a `portal resume --on slurm` submission, or
+// the batch job of portal-run --requeue) and its state now, as squeue/sacct say.
+void describe_slurm(std::ostream& out, const nlohmann::json& r) {
+    const auto slurm_job = recorded_slurm_job(r);
+    if (!slurm_job) return;
+    const nlohmann::json& s = r[slurm::kRecordField];
+    out << "slurm       job " << *slurm_job;
+    if (s.contains("partition") && s["partition"].is_string()) out << " on partition " << text_of(s["partition"]);
+    if (s.contains("submitted")) out << ", submitted " << short_time(s, "submitted");
+    if (s.contains("requeue_key")) {
+        out << " (portal-run --requeue";
+        if (s.contains("restart_count") && s["restart_count"].is_number_integer()) {
+            out << ", started " << s["restart_count"].get<long long>() + 1 << " time"
+                << (s["restart_count"].get<long long>() == 0 ? "" : "s");
+        }
+        out << ")";
+    }
+    out << ": " << printable(slurm_job_state(*slurm_job)) << "\n";
+    if (s.contains("output") && s["output"].is_string()) {
+        out << "slurm out   " << text_of(s["output"]) << "\n";
+    }
+}
+
 }  // namespace
 
 std::string resume_command(const JobView& view) {
@@ -82,6 +107,7 @@ std::string show_text(const JobView& view, std::time_t now) {
     out << "created     " << short_time(r, "created") << "\n";
     out << "updated     " << short_time(r, "updated") << "\n";
     out << "directory   " << printable(view.job.dir.string()) << "\n";
+    describe_slurm(out, r);
 
     if (view.state == "suspended") {
         out << "suspended   " << short_time(r, "suspended_at") << "\n";
@@ -133,7 +159,11 @@ int portal_show(const ShowRequest& request) {
         return kCliRefused;
     }
     if (request.json) {
-        std::cout << view_json(view).dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
+        nlohmann::json out = view_json(view);
+        if (const auto slurm_job = recorded_slurm_job(view.record)) {
+            out[slurm::kRecordField]["state"] = slurm_job_state(*slurm_job);  // now, not recorded
+        }
+        std::cout << out.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     } else {
         std::cout << show_text(view, std::time(nullptr));
     }

@@ -32,11 +32,12 @@ bool split_subject(const std::string& text, std::string& name, std::string& rest
 
 }  // namespace
 
-CLI::Validator mem_size(const std::string& advice) {
+CLI::Validator mem_size(const std::string& advice, bool this_machine) {
     return CLI::Validator(
-        [advice](std::string& text) {
+        [advice, this_machine](std::string& text) {
             try {
-                parse_mem_option(text, tripwire::machine_memory());
+                // Not this machine's (`portal resume --on slurm`): 0, no machine check.
+                parse_mem_option(text, this_machine ? tripwire::machine_memory() : 0);
                 return std::string();
             } catch (const MemOptionError& e) {
                 const std::string problem = e.what();

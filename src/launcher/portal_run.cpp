@@ -18,6 +18,8 @@
 #include "portal/options.hpp"
 #include "portal/policy.hpp"
 #include "portal/size.hpp"
+#include "portal/slurm.hpp"
+#include "portal/slurm_requeue.hpp"
 #include "portal/supervisor.hpp"
 #include "portal/tripwire.hpp"
 #include "portal/version.hpp"
@@ -33,6 +35,7 @@ struct RunOptions {
     std::string mem;  // empty: the machine's memory
     std::vector<std::string> user_code;
     std::vector<std::string> policies;
+    bool requeue = false;  // inside a Slurm batch job: resume its own suspended job (slurm_requeue.hpp)
 };
 
 void describe(CLI::App& app, RunOptions& opts) {
@@ -62,6 +65,10 @@ void describe(CLI::App& app, RunOptions& opts) {
                    "allocation fails and the job is suspended")
         ->type_name("SIZE")
         ->check(options::mem_size("run it on a machine that has that much, or ask for less"));
+    app.add_flag("--requeue", opts.requeue,
+                 "Inside a Slurm batch job: when the job starts again (requeued, preempted), resume "
+                 "the job it suspended instead of starting the program anew; a preempted job asks "
+                 "Slurm to requeue it (docs/slurm.md)");
 }
 
 // Options that take a separate value, so that the splitter does not mistake the
@@ -69,8 +76,9 @@ void describe(CLI::App& app, RunOptions& opts) {
 std::set<std::string> options_with_value(const CLI::App& app) {
     std::set<std::string> names;
     for (const CLI::Option* opt : app.get_options()) {
-        if (opt->get_type_size() == 0) {
-            continue;  // a flag
+        // A flag (--version, --requeue): CLI11 2.x gives it type size 1 but expects no value.
+        if (opt->get_type_size() == 0 || opt->get_expected_max() == 0) {
+            continue;
         }
         for (const auto& n : opt->get_lnames()) names.insert("--" + n);
         for (const auto& n : opt->get_snames()) names.insert("-" + n);
@@ -126,6 +134,14 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
     if (!installation) {
         return 1;
     }
+    std::optional<std::string> requeue_key;
+    if (opts.requeue) {
+        // The Slurm job's own Portal job, if an earlier start of it left one: resumed
+        // (this process becomes `portal resume`), or not run again once completed.
+        const RequeueStart start = start_requeued(opts.mem, resume_forwarded_options(split.portal_args));
+        if (start.exit_code) return *start.exit_code;
+        requeue_key = start.key;
+    }
     set_boot_policy(policies);
     // The bootstrap takes Portal's settings from the environment and removes them
     // before the program starts (python/_portal/boot.py).
@@ -158,10 +174,14 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
     } catch (const JobError& e) {
         log::say("job store", std::string(e.what()) + "; the program runs, but cannot be suspended");
     }
+    if (run && requeue_key) {
+        record_requeue_key(run->job(), *requeue_key);
+    }
     const auto cap = tripwire::memory_cap(requested);
     const int code = run ? run->supervise(argv, cap, runs_bootstrap(argv, *installation)) : supervise(argv, cap);
     if (run) {
         run->finish(code);
+        if (requeue_key) slurm::requeue_if_preempted(run->job(), code);
     }
     return code;
 }

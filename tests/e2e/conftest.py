@@ -12,6 +12,7 @@ import resource
 import select
 import shutil
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Dict, List, Optional
@@ -364,3 +365,61 @@ def shared_dir(tmp_path):
     os.chmod(path, 0o1777)
     yield path
     shutil.rmtree(path, ignore_errors=True)
+
+
+# --- a single-node Slurm cluster (test_slurm.py; scripts/slurm-cluster.sh) ---------
+
+SLURM_DAEMONS = ("munged", "mungekey", "slurmctld", "slurmd", "sbatch", "squeue", "scontrol")
+SLURM_START_TIMEOUT = 120  # seconds; measured ready in ~1.2 s, the machine may be loaded
+
+
+@dataclasses.dataclass
+class SlurmCluster:
+    base: Path
+    conf: str
+
+    def env(self, env: Dict[str, str]) -> Dict[str, str]:
+        """`env` with the clients (sbatch, squeue, ...) pointed at this cluster."""
+        return dict(env, SLURM_CONF=self.conf)
+
+
+def _free_port_pair() -> int:
+    """A port P with P and P+1 free on loopback (slurmctld, slurmd)."""
+    import socket
+    for _ in range(50):
+        with socket.socket() as a:
+            a.bind(("127.0.0.1", 0))
+            port = a.getsockname()[1]
+            if port >= 65535:
+                continue
+            with socket.socket() as b:
+                try:
+                    b.bind(("127.0.0.1", port + 1))
+                except OSError:
+                    continue
+        return port
+    raise AssertionError("no two adjacent free ports on 127.0.0.1")
+
+
+@pytest.fixture(scope="session")
+def slurm_cluster(tmp_path_factory):
+    """munged + slurmctld + slurmd on loopback for the whole session, stopped at
+    its end whatever happened (the script's stop cancels the jobs and ends every
+    process it started, slurmstepd and the jobs included)."""
+    missing = [name for name in SLURM_DAEMONS if not shutil.which(name)]
+    if missing:
+        pytest.skip(f"no Slurm on this machine ({', '.join(missing)} not found): "
+                    "scripts/setup.sh installs slurmctld slurmd slurm-client munge")
+    script = Path(__file__).resolve().parents[2] / "scripts" / "slurm-cluster.sh"
+    base = Path(tempfile.mkdtemp(prefix="portal-slurm-"))  # short: munge's socket path has a limit
+    env = {k: v for k, v in os.environ.items() if not k.startswith("SLURM")}
+    env["SLURM_PORT"] = str(_free_port_pair())
+    try:
+        started = subprocess.run(["bash", str(script), "start", str(base)], env=env, capture_output=True,
+                                 timeout=SLURM_START_TIMEOUT)
+        assert started.returncode == 0, f"slurm-cluster.sh start failed: {started.stderr.decode()}"
+        yield SlurmCluster(base, str(base / "etc" / "slurm.conf"))
+    finally:
+        subprocess.run(["bash", str(script), "stop", str(base)], env=env, capture_output=True,
+                       timeout=SLURM_START_TIMEOUT)
+        shutil.rmtree(base, ignore_errors=True)
