@@ -92,14 +92,46 @@ def request(reason, frame=None):
     if sys.gettrace() is not None:
         return   # the program's own tracer: not replaced (the grace decides)
     frame = frame if frame is not None else sys._getframe(1)
+    reachable = False
     while frame is not None:
         if _body_starts(frame.f_code):
             frame.f_trace = _local
             frame.f_trace_lines = True
+        reachable = reachable or _has_loops(frame.f_code)
         frame = frame.f_back
+    if not reachable:
+        # No running code of the program's has a loop, here or in a function it
+        # defines (a script that only sleeps): no safe point can come; the
+        # supervisor delivers the signal now, silently, as under python.
+        _pending[0] = None
+        _give_up()
+        return
     _saved_hook[0] = sys.excepthook
     sys.excepthook = _escaped
     sys.settrace(_global)
+
+
+_trees = {}
+
+
+def _has_loops(code):
+    """Whether `code`, or a function or class it defines, has a wrapped loop."""
+    found = _trees.get(code)
+    if found is None:
+        found = RESCUE_NAME in code.co_names or any(
+            _has_loops(c) for c in code.co_consts if isinstance(c, type(code)))
+        _trees[code] = found
+    return found
+
+
+def _give_up():
+    """Tell the supervisor that no loop can take the request: it delivers the
+    original signal now (supervisor.cpp)."""
+    if _signal[0] is not None:
+        try:
+            os.kill(os.getppid(), _signal[0])
+        except OSError:
+            pass
 
 
 def _body_starts(code):
@@ -172,10 +204,7 @@ def _escaped(exc_type, exc, tb):
                      f"the signal, as under python\n")
     sys.stderr.flush()
     if _signal[0] is not None:
-        try:
-            os.kill(os.getppid(), _signal[0])   # the supervisor delivers the signal now
-        except OSError:
-            pass
+        _give_up()      # the supervisor delivers the signal now
         import time
         deadline = time.monotonic() + WAIT_FOR_SIGNAL_SECONDS
         while time.monotonic() < deadline:

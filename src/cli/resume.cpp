@@ -158,9 +158,9 @@ int portal_resume(const ResumeRequest& request) {
     // The program ran only if the restore marked the job running; a resume refused
     // before that (a source changed, a damaged checkpoint) leaves the job
     // suspended, intact, to be resumed once the cause is fixed (JobRun::finish).
-    const int code = run->supervise(resume_argv(job.dir.string(), *installation), tripwire::memory_cap(requested));
-    run->finish(code);
-    return code;
+    // Retries (--policy oom.action=retry) resume it again at once (job_run.hpp).
+    const auto argv = resume_argv(job.dir.string(), *installation);
+    return run->run_to_end(argv, tripwire::memory_cap(requested), true, argv);
 }
 
 }  // namespace portal
