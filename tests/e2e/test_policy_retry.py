@@ -9,7 +9,10 @@ import pytest
 from policy_helpers import (SUSPENDED, corpus, lines, only_job, portal, portal_run, python,
                             record)
 
-WORK_LINE = 30        # items.py: `value = work(i, r)`
+# items.py: `r = random.random()`, the iteration's first line (its loop is no
+# training loop, so an iteration that runs again after its draw would draw anew)
+DRAW_LINE = 27
+BACKWARD_LINE = 20    # train_preempt.py: `loss.backward()`
 RETRY = ["--policy", "oom.action=retry"]
 
 
@@ -18,8 +21,19 @@ def work(tmp_path):
     return corpus(tmp_path)
 
 
+def test_a_retry_of_a_training_step_is_bit_for_bit(work):
+    """A torch OOM in backward(), after dropout drew its random numbers: the
+    retried step draws them again, and the run ends as an uninterrupted one."""
+    pytest.importorskip("torch", reason="the training loop is torch's")
+    args = ("train_preempt.py", "12", "0")
+    run = portal_run(work, *RETRY, *args, env={"PORTAL_FAKE_OOM": f"train_preempt.py:{BACKWARD_LINE}@6=torch"})
+    assert run.returncode == 0, run.stderr.decode()
+    assert run.stdout == python(work, *args).stdout
+    assert len(lines(run.stderr, "portal: retrying: ")) == 1
+
+
 def test_a_retry_finishes_bit_for_bit_in_a_fresh_process(work):
-    run = portal_run(work, *RETRY, "items.py", env={"PORTAL_FAKE_OOM": f"items.py:{WORK_LINE}@5"})
+    run = portal_run(work, *RETRY, "items.py", env={"PORTAL_FAKE_OOM": f"items.py:{DRAW_LINE}@5"})
     assert run.returncode == 0, run.stderr.decode()
     assert run.stdout == python(work, "items.py").stdout          # continuous, nothing twice
     [retrying] = lines(run.stderr, "portal: retrying: ")
@@ -41,7 +55,7 @@ def test_a_retry_finishes_bit_for_bit_in_a_fresh_process(work):
 
 def test_the_same_item_is_retried_at_most_retries_times(work):
     # hits 5 and 6 of the work line: item 4 fails, and fails again when retried
-    twice = f"items.py:{WORK_LINE}@5,items.py:{WORK_LINE}@6"
+    twice = f"items.py:{DRAW_LINE}@5,items.py:{DRAW_LINE}@6"
     run = portal_run(work, *RETRY, "items.py", env={"PORTAL_FAKE_OOM": twice})
     assert run.returncode == SUSPENDED, run.stderr.decode()
     assert len(lines(run.stderr, "portal: retrying: ")) == 1
@@ -67,7 +81,7 @@ def test_the_same_item_is_retried_at_most_retries_times(work):
 
 def test_the_final_exit_status_is_the_programs(work):
     run = portal_run(work, *RETRY, "items.py", "not-a-number",
-                     env={"PORTAL_FAKE_OOM": f"items.py:{WORK_LINE}@1"})
+                     env={"PORTAL_FAKE_OOM": f"items.py:{DRAW_LINE}@1"})
     reference = python(work, "items.py", "not-a-number")
     assert (run.returncode, reference.returncode) == (1, 1)
     assert b"ValueError" in run.stderr and not lines(run.stderr, "portal: retrying: ")

@@ -8,7 +8,8 @@ import pytest
 from policy_helpers import (SUSPENDED, corpus, lines, only_job, portal, portal_run, python,
                             record)
 
-WORK_LINE = 30        # items.py: `value = work(i, r)`
+WORK_LINE = 30        # items.py: `value = work(i, r)`, after the iteration's draw
+DRAW_LINE = 27        # items.py: `r = random.random()`, the iteration's first line
 SKIP = ["--policy", "oom.action=skip"]
 
 
@@ -55,8 +56,11 @@ def test_a_torch_oom_is_skipped_and_a_non_oom_error_is_not(work):
 
 
 def test_max_skips_then_suspends_and_the_resume_finishes(work):
+    # item 2 fails after its draw (skipped), item 6 before its own (suspended: the
+    # resumed iteration draws as an uninterrupted run does; the loop is no
+    # training loop, whose draws a resume would roll back)
     run = portal_run(work, *SKIP, "--policy", "oom.max_skips=1", "items.py",
-                     env={"PORTAL_FAKE_OOM": fake(3, 7)})
+                     env={"PORTAL_FAKE_OOM": f"{fake(3)},items.py:{DRAW_LINE}@7"})
     assert run.returncode == SUSPENDED, run.stderr.decode()
     assert len(lines(run.stderr, "portal: skipped: ")) == 1
     assert lines(run.stderr, "portal: skip: ") == [
