@@ -64,7 +64,7 @@ class Runtime:
         rescue_module.RUNTIME = self
         rescue_module.arm_reserve()
         from _portal import safepoint
-        safepoint.install()   # portal-run's preemption requests (docs/preemption.md)
+        safepoint.install(self)   # portal-run's preemption requests (docs/preemption.md)
         if self.fake_oom is not None:
             self.fake_oom.arm()
 

@@ -57,10 +57,21 @@ _pending = [None]           # the reason of a request not yet taken
 _signal = [None]            # the request signal portal-run named
 _starts = {}                # code object -> frozenset of its loop bodies' first offsets
 _saved_hook = [None]
+_runtime = [None]           # runtime.py's Runtime: its portal_modules, declined
+_deferred = [False]         # a request made before the program's main code ran
 
 
-def install():
+def _portal_modules():
+    """Portal's modules back in sys.modules (the program does not see them; a
+    rescue puts them back the same way), for the imports below."""
+    runtime = _runtime[0]
+    if runtime is not None:
+        sys.modules.update(runtime.portal_modules)
+
+
+def install(runtime=None):
     """Arm the channel from portal-run (runtime.py, before the program starts)."""
+    _runtime[0] = runtime
     value = os.environ.pop(SIGNAL_VARIABLE, "")
     if not value.isdigit():
         return
@@ -92,20 +103,25 @@ def request(reason, frame=None):
     if sys.gettrace() is not None:
         return   # the program's own tracer: not replaced (the grace decides)
     frame = frame if frame is not None else sys._getframe(1)
-    reachable = False
+    _portal_modules()
+    reachable = started = False
     while frame is not None:
         if _body_starts(frame.f_code):
             frame.f_trace = _local
             frame.f_trace_lines = True
         reachable = reachable or _has_loops(frame.f_code)
+        started = started or _is_main(frame.f_code)
         frame = frame.f_back
-    if not reachable:
+    if not reachable and started:
         # No running code of the program's has a loop, here or in a function it
         # defines (a script that only sleeps): no safe point can come; the
         # supervisor delivers the signal now, silently, as under python.
         _pending[0] = None
         _give_up()
         return
+    # Before the program's main code runs (the interpreter is starting, a resume
+    # is restoring), the main code's first call tells (_global).
+    _deferred[0] = not started
     _saved_hook[0] = sys.excepthook
     sys.excepthook = _escaped
     sys.settrace(_global)
@@ -163,7 +179,22 @@ def _find_starts(code):
             continue
 
 
+def _is_main(code):
+    runtime = _runtime[0]
+    try:
+        return runtime is not None and code.co_filename == runtime.main_filename
+    except Exception:   # noqa: BLE001 - a runtime without a main file yet
+        return False
+
+
 def _global(frame, event, arg):
+    if event == "call" and _deferred[0] and _is_main(frame.f_code):
+        _deferred[0] = False
+        if not _has_loops(frame.f_code):
+            _pending[0] = None
+            sys.settrace(None)
+            _give_up()
+            return None
     if event == "call" and _body_starts(frame.f_code):
         frame.f_trace_lines = True
         return _local
@@ -197,7 +228,7 @@ def _escaped(exc_type, exc, tb):
     hook = _saved_hook[0] or sys.__excepthook__
     if not isinstance(exc, Preempted):
         return hook(exc_type, exc, tb)
-    runtime = getattr(sys.modules.get("_portal.rescue"), "RUNTIME", None)
+    runtime = _runtime[0]
     reasons = list(dict.fromkeys((runtime.declined.get(id(exc), ()) if runtime else ())))
     why = "; ".join(reasons) or "no loop of the program's own was running"
     sys.stderr.write(f"portal: preempt: no loop could be suspended ({why}): the program ends by "

@@ -297,6 +297,10 @@ class _Error:
         self.where = f"{self.at.filename}:{self.at.lineno}" if self.at else None
         if self.reason == safepoint.PREEMPTED:   # no error of the program's: what happened
             self.text = "preempted (portal-run was sent its preemption signal)"
+            # where: the loop body's first line, not the safe point's raise
+            user = [e for e in where if os.path.basename(e.filename) != "safepoint.py"]
+            self.at = user[-1] if user else None
+            self.where = f"{self.at.filename}:{self.at.lineno}" if self.at else None
 
 
 def _job(runtime):

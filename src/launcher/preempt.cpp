@@ -8,6 +8,7 @@
 #include <cstring>
 #include <ctime>
 #include <fcntl.h>
+#include <filesystem>
 #include <string>
 #include <unistd.h>
 
@@ -72,6 +73,17 @@ bool has_mask_bit(pid_t pid, const char* field, int signo) {
 bool catches(pid_t pid, int signo) { return has_mask_bit(pid, "SigCgt:", signo); }
 bool ignores(pid_t pid, int signo) { return has_mask_bit(pid, "SigIgn:", signo); }
 
+// Whether the child still runs the supervisor's own program (between fork and
+// exec, when it still has the supervisor's handlers): nothing of it is the
+// program's yet.
+bool before_exec(pid_t pid) {
+    std::error_code ec;
+    const auto self = std::filesystem::read_symlink("/proc/self/exe", ec);
+    if (ec) return false;
+    const auto child = std::filesystem::read_symlink("/proc/" + std::to_string(pid) + "/exe", ec);
+    return !ec && child == self;
+}
+
 bool is_preempt_signal(int signo) {
     for (int s : g_settings.signals) {
         if (s == signo) return true;
@@ -135,7 +147,7 @@ void tick(pid_t child, int* forwarded) {
         kill(child, original);
         g_original.store(0);
     };
-    if (!g_requested) {
+    if (!g_requested && !before_exec(child)) {
         if (catches(child, original) || ignores(child, original)) {
             return deliver("");  // the program's own handler (or SIG_IGN): honoured, as under python
         }
