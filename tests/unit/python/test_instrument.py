@@ -1276,3 +1276,60 @@ def test_while_rescue_only_for_its_body(tmp_path, monkeypatch):
         with pytest.raises(MemoryError):
             glb[name]()
         assert seen == want, name
+
+
+# --- the skip (oom.action=skip): a rescue that returns True continues the loop ------------------
+
+SKIP_PROG = """
+def f(n, out):
+    for i in range(n):
+        try:
+            if i % 3 == 0:
+                raise MemoryError(i)
+        finally:
+            out.append(("f", i))
+        out.append(i)
+    return "done"
+
+out = []
+result = f(3000, out)
+for j in range(6):
+    if j % 2:
+        raise ValueError(j)
+    out.append(("module", j))
+"""
+
+
+def test_a_rescue_returning_true_continues_with_the_next_item():
+    """Thousands of skipped items at function level (through a user's `finally`)
+    and at module level: the loop goes on, its stack and the handled exception
+    stay balanced (sys.exception() is None after each skip), and an item the
+    rescue declines (returns None) is raised as before."""
+    seen = []
+
+    def rescue(line, span=None):
+        seen.append((line, type(sys.exception()).__name__))
+        return not (isinstance(sys.exception(), ValueError) and len(seen) > 1001)
+
+    old = getattr(builtins, "__portal_rescue__", None)
+    builtins.__portal_rescue__ = rescue
+    try:
+        code = compile_user_source(SKIP_PROG, "/tmp/skip_prog.py")
+        g = {}
+        with pytest.raises(ValueError) as raised:
+            exec(code, g)
+        assert sys.exception() is None
+    finally:
+        if old is None:
+            del builtins.__portal_rescue__
+        else:
+            builtins.__portal_rescue__ = old
+    assert g["result"] == "done"
+    out = g["out"]
+    assert [x for x in out if isinstance(x, int)] == [i for i in range(3000) if i % 3]
+    assert [x for x in out if isinstance(x, tuple) and x[0] == "f"] == [("f", i) for i in range(3000)]
+    assert [x for x in out if isinstance(x, tuple) and x[0] == "module"] == [("module", 0), ("module", 2)]
+    assert raised.value.args == (3,)
+    assert seen.count((3, "MemoryError")) == 1000 and seen[-2:] == [(14, "ValueError"), (14, "ValueError")]
+    # the traceback of the declined error is python's: its raise line, no handler line
+    assert [e.lineno for e in traceback.extract_tb(raised.value.__traceback__)][-1] == 16
