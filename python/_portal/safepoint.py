@@ -31,8 +31,9 @@ A program with a trace function of its own (a debugger, coverage) is not traced
 over: its safe point is never taken, and the grace decides.
 """
 import os
-import signal
 import sys
+
+import _signal as _csignal   # the C module: `signal` would import enum at every start-up
 
 SIGNAL_VARIABLE = "PORTAL_PREEMPT_SIGNAL"   # set by portal-run (supervisor.cpp)
 RESCUE_NAME = "__portal_rescue__"            # instrument.py's handler calls it
@@ -77,7 +78,7 @@ def install(runtime=None):
         return
     signo = int(value)
     try:
-        signal.signal(signo, _on_signal)
+        _csignal.signal(signo, _on_signal)
     except (ValueError, OSError):
         return
     _signal[0] = signo
