@@ -12,7 +12,7 @@ from policy_helpers import (SUSPENDED, corpus, lines, only_job, portal, portal_r
 # items.py: `r = random.random()`, the iteration's first line (its loop is no
 # training loop, so an iteration that runs again after its draw would draw anew)
 DRAW_LINE = 27
-BACKWARD_LINE = 20    # train_preempt.py: `loss.backward()`
+BACKWARD_LINE = 26    # train_preempt.py: `loss.backward()`
 RETRY = ["--policy", "oom.action=retry"]
 
 

@@ -108,3 +108,44 @@ def test_policy_values_are_checked(work):
     from_env = portal_run(work, "items.py", env={"PORTAL_POLICY": "oom.action=skip",
                                                  "PORTAL_FAKE_OOM": fake(3)})
     assert from_env.returncode == 0 and len(lines(from_env.stderr, "portal: skipped: ")) == 1
+
+
+SGD_STEP_LINE = 127  # `loss = None`, the first statement of torch.optim.SGD.step (torch 1.13)
+
+
+@pytest.mark.parametrize("action", ["skip", "retry"])
+def test_an_oom_inside_an_optimizer_step_is_declined_as_for_suspend(work, action):
+    """decide.py's rules run first, for every action: the weights may be half
+    updated, so the item is neither skipped nor retried; the job fails as under
+    python, with the same `not rescued` line."""
+    pytest.importorskip("torch", reason="the optimizer step is torch's")
+    import importlib.util
+    from pathlib import Path
+    sgd = Path(importlib.util.find_spec("torch.optim.sgd").origin)
+    if sgd.read_text().splitlines()[SGD_STEP_LINE - 1].strip() != "loss = None":
+        pytest.skip(f"this torch's SGD.step does not start at {sgd}:{SGD_STEP_LINE}")
+    run = portal_run(work, "--policy", f"oom.action={action}", "train_preempt.py", "6", "0",
+                     env={"PORTAL_FAKE_OOM": f"torch/optim/sgd.py:{SGD_STEP_LINE}@3"})
+    assert run.returncode == 1, run.stderr.decode()
+    assert run.stdout.count(b"step ") == 2
+    last = run.stderr.decode().splitlines()[-1]
+    assert last.startswith("portal: not rescued: raised inside an optimizer step (")
+    assert not lines(run.stderr, "portal: skipped: ") and not lines(run.stderr, "portal: retrying: ")
+
+
+def test_a_training_loop_survives_scattered_ooms_and_finishes(work):
+    """Torch OOMs in backward() at steps 2, 6 and 10 of a seeded training loop:
+    each step is dropped (its batch and dropout draws consumed), the loop
+    finishes, and the model is that of a run that leaves those updates out."""
+    pytest.importorskip("torch", reason="the training loop is torch's")
+    backward_line = 26    # train_preempt.py: `loss.backward()`
+    spec = ",".join(f"train_preempt.py:{backward_line}@{h}=torch" for h in (3, 7, 11))
+    run = portal_run(work, *SKIP, "train_preempt.py", "14", "0", env={"PORTAL_FAKE_OOM": spec})
+    assert run.returncode == 0, run.stderr.decode()
+    reference = python(work, "train_preempt.py", "14", "0", TRAIN_LEAVE_OUT="2,6,10")
+    assert reference.returncode == 0, reference.stderr.decode()
+    assert run.stdout == reference.stdout
+    skipped = lines(run.stderr, "portal: skipped: ")
+    assert [line.split(", ")[1].split(":")[0] for line in skipped] == \
+        [f"iteration {i} (0-based)" for i in (2, 6, 10)]
+    assert all("OutOfMemoryError" in line or "out of memory" in line for line in skipped), skipped
