@@ -233,6 +233,7 @@ def _rescue(runtime, loop_frame, loop_line, exc):
     point.notes = _notes(runtime, loop_frame, exc)              # what was passed over, and why
     # docs/policies.md; a preemption (safepoint.py) always suspends
     action = oom_policy.SUSPEND if preempted else oom_policy.action(runtime.policy)
+    job = None
     if action == oom_policy.SKIP:
         job, created = _job(runtime)
         if job is None:
@@ -243,9 +244,10 @@ def _rescue(runtime, loop_frame, loop_line, exc):
             return True                                         # the handler continues the loop
         point.notes.append(skipped)
     _free_inner_frames(exc, loop_frame)                         # 3. free
-    job, created = _job(runtime)
     if job is None:
-        return _decline(runtime, exc, created)                  # no job could be made: why
+        job, created = _job(runtime)
+        if job is None:
+            return _decline(runtime, exc, created)              # no job could be made: why
     point.retry = None
     if action == oom_policy.RETRY:
         from _portal import retry
