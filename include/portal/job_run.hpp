@@ -46,13 +46,25 @@ public:
     // Records the run's end from the supervisor's exit code and the record the
     // interpreter left: suspended (it said so), completed, failed, or - for a
     // resume that never reached the program - refused, the job staying suspended.
-    void finish(int exit_code);
+    // Returns the interpreter's retry request (python/_portal/retry.py: the
+    // record's retry_requested, moved into this run's entry as "retry"), or null.
+    nlohmann::json finish(int exit_code);
+    // supervise() then finish(), and again for as long as the interpreter asks for
+    // a retry (--policy oom.action=retry): a run of kind "retry" per retry, each
+    // resuming the job at once with `resume_argv`, under the same memory cap, with
+    // PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True added when the program used
+    // CUDA and neither it nor this environment sets the variable.  Returns the
+    // last run's exit code: the program's.
+    int run_to_end(const std::vector<std::string>& argv, std::optional<std::uint64_t> data_limit,
+                   bool bootstrapped, const std::vector<std::string>& resume_argv);
 
 private:
     JobRun(Job job, JobLock lock) : job_(std::move(job)), lock_(std::move(lock)) {}
     void begin(const std::string& kind, const std::vector<std::string>& command,
-               std::optional<std::uint64_t> mem);
+               std::optional<std::uint64_t> mem, const nlohmann::json& extra = nlohmann::json::object());
     Job job_;
+    std::vector<std::string> command_;
+    std::optional<std::uint64_t> mem_;
     JobLock lock_;
     std::unique_ptr<OutputTee> tee_;
     std::size_t run_index_ = 0;

@@ -25,6 +25,8 @@ struct ResumeRequest {
     std::string time;                   // --on slurm: sbatch --time (empty: the partition's default)
     std::string account;                // --on slurm: sbatch --account
     bool requeue = false;               // started by portal-run --requeue (slurm_requeue.hpp)
+    std::string preempt_signal;         // preemption (preempt.hpp): besides SIGTERM
+    double preempt_grace = -1;          // seconds; negative: preempt::kDefaultGraceSeconds
 };
 
 int portal_resume(const ResumeRequest& request);

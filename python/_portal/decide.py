@@ -69,7 +69,7 @@ def decide(runtime, loop_frame, loop_line, exc, make_state):
     step = _inside_optimizer_step(exc)
     if step:
         return f"raised inside an optimizer step ({step}): the weights may be half updated"
-    if handlers.user_handler_taking(loop_frame, exc):
+    if handlers.user_handler_taking(loop_frame, exc) and not _portal_own(exc):
         return None
     try:
         frames, site = capture.capture_chain(loop_frame, loop_line, runtime.main_code(),
@@ -81,10 +81,19 @@ def decide(runtime, loop_frame, loop_line, exc, make_state):
     if isinstance(saved, str):
         return saved
     from _portal import irreversible
-    differ = irreversible.will_differ(loop_frame.f_code, loop_line, roots, saved)
+    # A preemption's point is an iteration that has not started: nothing of it to undo.
+    differ = [] if _portal_own(exc) else irreversible.will_differ(loop_frame.f_code, loop_line, roots, saved)
     if differ and runtime.policy.get("oom.exact") == "true":
         return "with oom.exact=true, not a point where something will differ: " + "; ".join(differ)
     return Point(frames, site, state, roots, differ)
+
+
+def _portal_own(exc):
+    """A request of Portal's own (safepoint.py's Preempted), taken where an
+    iteration starts: no handler of the program's was written for it, so none
+    takes it, and the iteration has done nothing that will differ."""
+    from _portal import safepoint
+    return safepoint.is_preempted(exc)
 
 
 def _store(runtime):

@@ -7,10 +7,15 @@ level, as::
         BODY              ->              try:
     else:                                     BODY
         ELSE                              except Exception:
-                                              __portal_rescue__(LOOP_LINE)
+                                              if __portal_rescue__(LOOP_LINE):
+                                                  __portal_rescue__
+                                                  continue
                                               raise
                                       else:
                                           ELSE
+
+(the rescue returns True only when it skipped the item: --policy oom.action=skip;
+the bare name is room for reraise.py, never executed as a load once patched)
 
 A ``while`` statement is wrapped whole instead (its else clause included)::
 
@@ -146,13 +151,23 @@ def _no_loc(node):
 
 
 def _handler(loop_line, body_span=None):
+    """A for loop's handler: `if __portal_rescue__(LINE): __portal_rescue__; continue`
+    then `raise` (the rescue returns True when the item is skipped: --policy
+    oom.action=skip, skip.py).  The bare name before `continue` is room that
+    reraise.py turns into the pops its re-raise form needs there (nothing is
+    called).  A while statement's handler, outside the loop, cannot continue it:
+    `__portal_rescue__(LINE, BODY_SPAN)` then `raise`."""
     args = [ast.Constant(value=loop_line)]
     if body_span is not None:
         args.append(ast.Constant(value=body_span))
     call = ast.Call(func=ast.Name(id=RESCUE_NAME, ctx=ast.Load()), args=args, keywords=[])
+    if body_span is None:
+        skipped = [ast.Expr(value=ast.Name(id=RESCUE_NAME, ctx=ast.Load())), ast.Continue()]
+        body = [ast.If(test=call, body=skipped, orelse=[]), ast.Raise(exc=None, cause=None)]
+    else:
+        body = [ast.Expr(value=call), ast.Raise(exc=None, cause=None)]
     return _no_loc(ast.ExceptHandler(
-        type=ast.Name(id=CATCH_NAME, ctx=ast.Load()), name=None,
-        body=[ast.Expr(value=call), ast.Raise(exc=None, cause=None)]))
+        type=ast.Name(id=CATCH_NAME, ctx=ast.Load()), name=None, body=body))
 
 
 def _calls(stmts):

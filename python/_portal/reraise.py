@@ -53,10 +53,15 @@ _RERAISE = _OP["RERAISE"]
 _COPY = _OP["COPY"]
 _POP_EXCEPT = _OP["POP_EXCEPT"]
 _NOP = _OP["NOP"]
+_JUMP_BACKWARD = _OP["JUMP_BACKWARD"]
 
 # RERAISE's operand: the pushed lasti is this many items below the exception
 # ([lasti, saved exception state, exception]).
 _RERAISE_WITH_LASTI = 2
+# A skipped item's way back to the loop (instrument.py's `continue`), in the room
+# the compiler gave `ROOM; POP_TOP; POP_EXCEPT`: drop the exception, restore the
+# saved exception state, drop the pushed lasti.
+_SKIP_EXIT = bytes((_OP["POP_TOP"], 0, _OP["POP_EXCEPT"], 0, _OP["POP_TOP"], 0))
 # What the handler holds above the loop's stack at most: lasti, the saved
 # exception state, the exception, NULL and the rescue callable (its arguments on top).
 _HANDLER_ITEMS = 5
@@ -164,13 +169,26 @@ def _handler_at(instrs, k, names, rescue_name):
     if nargs < 1 or j + 4 >= len(instrs):
         return None
     tail = [(op, arg) for _, op, arg in instrs[j:j + 5]]
-    if tail != [(_PRECALL, nargs), (_CALL, nargs), (_POP_TOP, 0), (_RAISE_VARARGS, 0), (_RERAISE, 0)]:
+    skip_room = None
+    if tail[:3] == [(_PRECALL, nargs), (_CALL, nargs), (_POP_JUMP_FORWARD_IF_FALSE, tail[2][1])]:
+        # A for loop's `if rescue(...): ROOM; continue`, then `raise` (instrument.py).
+        cont = [op for _, op, _ in instrs[j + 3:j + 9]]
+        if (len(cont) < 6 or _name_loaded(instrs[j + 3], names) != rescue_name
+                or cont[1:] != [_POP_TOP, _POP_EXCEPT, _JUMP_BACKWARD, _RAISE_VARARGS, _RERAISE]
+                or instrs[j + 7][2] != 0 or instrs[j + 8][2] != 0):
+            return None
+        cond_off, _, cond_arg = instrs[j + 2]
+        if cond_off + 2 + 2 * _CACHES[_POP_JUMP_FORWARD_IF_FALSE] + 2 * cond_arg != instrs[j + 7][0]:
+            return None
+        skip_room = (instrs[j + 3][0], instrs[j + 5][0] + 2)   # ROOM .. end of POP_EXCEPT
+        j += 4           # RAISE_VARARGS and RERAISE now at j + 3, j + 4 as below
+    elif tail != [(_PRECALL, nargs), (_CALL, nargs), (_POP_TOP, 0), (_RAISE_VARARGS, 0), (_RERAISE, 0)]:
         return None
     no_match = instrs[j + 4][0]
     jump_off, _, jump_arg = instrs[head + 3]
     if jump_off + 2 + 2 * _CACHES[_POP_JUMP_FORWARD_IF_FALSE] + 2 * jump_arg != no_match:
         return None
-    return instrs[head][0], instrs[head + 4][0], instrs[j + 3][0], no_match, nargs
+    return instrs[head][0], instrs[head + 4][0], instrs[j + 3][0], no_match, nargs, skip_room
 
 
 def _patch_code(code, rescue_name):
@@ -187,7 +205,7 @@ def _patch_code(code, rescue_name):
         found = _handler_at(instrs, k, names, rescue_name)
         if found is None:
             continue
-        start, pop_top, raise_at, no_match, nargs = found
+        start, pop_top, raise_at, no_match, nargs, skip_room = found
         into = [e for e in table if e[2] == start]
         cleanup = [e for e in table if e[0] <= start < e[1]]
         if not into or any(e[4] for e in into) or len({e[3] for e in into}) != 1 or len(cleanup) != 1:
@@ -210,6 +228,16 @@ def _patch_code(code, rescue_name):
         co_code[pop_top:pop_top + 2] = bytes((_NOP, 0))
         co_code[raise_at:raise_at + 2] = bytes((_RERAISE, _RERAISE_WITH_LASTI))
         co_code[no_match:no_match + 2] = bytes((_RERAISE, _RERAISE_WITH_LASTI))
+        if skip_room is not None:
+            # The skip's way out keeps the handler's items to drop: the exception
+            # (no longer popped after the match), the saved state, the pushed lasti.
+            room, end = skip_room
+            co_code[room:end] = _SKIP_EXIT + bytes((_NOP, 0)) * ((end - room - len(_SKIP_EXIT)) // 2)
+            # The clean-up entry covered the room up to the compiler's POP_EXCEPT:
+            # now it covers the first POP_TOP only (past it the handler's items go).
+            for e in table:
+                if e[0] <= room < e[1] <= end:
+                    e[1] = room + 2
         stacksize = max(stacksize, depth + _HANDLER_ITEMS + nargs)
         patched = True
     if not patched:

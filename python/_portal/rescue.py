@@ -4,7 +4,8 @@ Every loop body of the user's code is wrapped (instrument.py) as
 
     try: BODY
     except Exception:
-        __portal_rescue__(LOOP_LINE)
+        if __portal_rescue__(LOOP_LINE):   # True: skipped (oom.action=skip)
+            __portal_rescue__; continue
         raise
 
 so that an exception passing through a loop calls rescue() here, innermost loop
@@ -34,7 +35,7 @@ counts them, the machine does not.
 """
 import sys
 
-from _portal import oom
+from _portal import oom, safepoint
 
 # Set by the runtime (runtime.py) before the program starts.
 RUNTIME = None
@@ -60,12 +61,13 @@ def release_reserve():
 
 def rescue(loop_line, body_span=None):
     exc = sys.exception()
-    if exc is None or not oom.is_out_of_memory(exc):
+    if exc is None or not (oom.is_out_of_memory(exc) or safepoint.is_preempted(exc)):
         return
     runtime = RUNTIME
     if runtime is None or not runtime.rescue_enabled:
         return
     loop_frame = sys._getframe(1)
     release_reserve()
-    runtime.rescue(loop_frame, loop_line, exc)
+    skipped = runtime.rescue(loop_frame, loop_line, exc)
     arm_reserve()  # declined: the error goes on, the program may yet handle it
+    return skipped is True  # True: the item was skipped (skip.py), the handler continues

@@ -63,6 +63,8 @@ class Runtime:
         builtins.__portal_iteration__ = _toplevel.Untraced(iteration.iteration_start)
         rescue_module.RUNTIME = self
         rescue_module.arm_reserve()
+        from _portal import safepoint
+        safepoint.install(self)   # portal-run's preemption requests (docs/preemption.md)
         if self.fake_oom is not None:
             self.fake_oom.arm()
 
@@ -95,7 +97,7 @@ class Runtime:
         import sys
         sys.modules.update(self.portal_modules)  # the rest of the package loads from here
         from _portal import suspend
-        suspend.rescue(self, loop_frame, loop_line, exc)
+        return suspend.rescue(self, loop_frame, loop_line, exc)   # True: the item was skipped
 
     def context(self):
         """What the resuming process needs to set the runtime up as it was."""

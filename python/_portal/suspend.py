@@ -9,7 +9,7 @@ import sys
 import time
 import traceback
 
-from _portal import jobs, store
+from _portal import jobs, oom_policy, store
 from _portal.job_contract import SUSPENDED_EXIT_STATUS  # contract/job_record.json, generated
 from _portal.state import LoopInfo, ProcessState, ProgramState
 
@@ -204,9 +204,10 @@ def _message(error):
 
 
 def rescue(runtime, loop_frame, loop_line, exc):
-    """Suspend the job at this loop (exits), or decline (returns): the error goes on."""
+    """Suspend the job at this loop (exits), skip the item (returns True: the loop
+    goes on with the next one), or decline (returns None): the error goes on."""
     try:
-        return _rescue(runtime, loop_frame, loop_line, exc)
+        return _rescue(runtime, loop_frame, loop_line, exc) is True
     except Exception as error:  # noqa: BLE001
         # The rescue itself failed (short of memory even after the reserve, or a
         # fault of Portal's): the program's own error goes on unchanged, as without
@@ -221,16 +222,38 @@ def _rescue(runtime, loop_frame, loop_line, exc):
     """The stages, one line each; every rule that can decline runs in decide.py,
     before anything is freed or written."""
     from _portal import decide
+    from _portal import safepoint
+    preempted = safepoint.is_preempted(exc)
     point = decide.decide(runtime, loop_frame, loop_line, exc,
-                          lambda frames, site: _point_state(runtime, loop_frame, loop_line, frames, site))
+                          lambda frames, site: _point_state(runtime, loop_frame, loop_line, frames, site,
+                                                            roll_back=not preempted))
     if not isinstance(point, decide.Point):
         return _decline(runtime, exc, point) if point else None
     error = _Error(exc)                                         # its text, before the frames go
     point.notes = _notes(runtime, loop_frame, exc)              # what was passed over, and why
+    # docs/policies.md; a preemption (safepoint.py) always suspends
+    action = oom_policy.SUSPEND if preempted else oom_policy.action(runtime.policy)
+    job = None
+    if action == oom_policy.SKIP:
+        job, created = _job(runtime)
+        if job is None:
+            return _decline(runtime, exc, created)
+        from _portal import skip
+        skipped = skip.try_skip(runtime, job, loop_frame, exc, error, point, _free_inner_frames)
+        if skipped is True:
+            return True                                         # the handler continues the loop
+        point.notes.append(skipped)
     _free_inner_frames(exc, loop_frame)                         # 3. free
-    job, created = _job(runtime)
     if job is None:
-        return _decline(runtime, exc, created)                  # no job could be made: why
+        job, created = _job(runtime)
+        if job is None:
+            return _decline(runtime, exc, created)              # no job could be made: why
+    point.retry = None
+    if action == oom_policy.RETRY:
+        from _portal import retry
+        point.retry, why_not = retry.decide(runtime, job, point.state.loop)
+        if why_not:
+            point.notes.append(why_not)
     info = _write(runtime, job, point, _manifest_fields(runtime, job, exc, error, point))   # 4. save
     if info is None:
         return _failed(runtime, exc, job, created, point)
@@ -238,15 +261,17 @@ def _rescue(runtime, loop_frame, loop_line, exc):
     _report_and_exit(job, error, point, info.total_bytes)       # 5. suspend
 
 
-def _point_state(runtime, loop_frame, loop_line, frames, site):
-    """The ProgramState to save at this loop, and the names of its roots."""
+def _point_state(runtime, loop_frame, loop_line, frames, site, roll_back=True):
+    """The ProgramState to save at this loop, and the names of its roots.
+    roll_back=False: the point is the start of an iteration that has not run yet
+    (a preemption's safe point): the states are saved as they are."""
     index, text = _iteration(frames, site)
     loop = LoopInfo(filename=loop_frame.f_code.co_filename, line=loop_line,
                     iteration=index, function=loop_frame.f_code.co_name, iteration_text=text)
     process = _process_state()
     from _portal import iteration
     marks = iteration.at_start(loop_frame.f_code, loop_line)
-    if marks is not None:   # the iteration runs again: with the random numbers it drew
+    if marks is not None and roll_back:   # the iteration runs again: with the random numbers it drew
         iteration.roll_back(process, marks)
     state = ProgramState(frames=frames, main=sys.modules["__main__"].__dict__,
                          process=process, loop=loop,
@@ -265,11 +290,19 @@ def _notes(runtime, loop_frame, exc):
 
 class _Error:
     def __init__(self, exc):
+        from _portal import safepoint
+        self.reason = safepoint.PREEMPTED if safepoint.is_preempted(exc) else "oom"
         where = traceback.extract_tb(exc.__traceback__)
         self.at = where[-1] if where else None
         self.text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         self.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         self.where = f"{self.at.filename}:{self.at.lineno}" if self.at else None
+        if self.reason == safepoint.PREEMPTED:   # no error of the program's: what happened
+            self.text = "preempted (portal-run was sent its preemption signal)"
+            # where: the loop body's first line, not the safe point's raise
+            user = [e for e in where if os.path.basename(e.filename) != "safepoint.py"]
+            self.at = user[-1] if user else None
+            self.where = f"{self.at.filename}:{self.at.lineno}" if self.at else None
 
 
 def _job(runtime):
@@ -378,7 +411,9 @@ def _update_suspended(runtime, job, error, point, info, now):
                       checkpoint_bytes=info.total_bytes, error=error.text, error_at=error.where,
                       loop=f"{loop.filename}:{loop.line}", iteration=loop.iteration,
                       will_differ=list(point.will_differ),
-                      suggested_mem_gib=_suggested_mem_gib())   # what the report and `portal show` suggest
+                      suggested_mem_gib=_suggested_mem_gib(),   # what the report and `portal show` suggest
+                      retry_requested=point.retry,              # retry.py: the supervisor resumes at once
+                      reason=error.reason)                      # "oom" or "preempted" (safepoint.py)
 
 
 def _names_of(objects, roots):
@@ -416,8 +451,10 @@ def _report_and_exit(job, error, point, size):
     at = f" at {error.where}" if error.where else ""
     iteration = f", {loop.iteration_text}" if loop.iteration_text else ""
     _say("suspended", f"{error.text}{at}")
+    preempted = error.reason == "preempted"
     _say("suspended", f"will continue from the loop at {loop.filename}:{loop.line} in {loop.function}()"
-                      f"{iteration}; that iteration runs again from its start")
+                      f"{iteration}; " + ("that iteration had not started yet" if preempted
+                                          else "that iteration runs again from its start"))
     for item in point.will_differ:
         _say("suspended", f"will differ: {item}")
     for note in point.notes:
@@ -425,9 +462,17 @@ def _report_and_exit(job, error, point, size):
     if cut:
         _say("suspended", "saved as plain tensors, their autograd graph already used by backward(): " +
                           ", ".join(cut))
-    _say("suspended", f"job {job.id}, checkpoint {_human_size(size)} in {job.dir}, "
-                      f"kept until {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(point.expires))} (3 days)")
-    _say("suspended", f"resume it on a machine with more memory: portal resume {job.id} --mem {_suggested_mem_gib()}")
+    retry = getattr(point, "retry", None)
+    if retry:
+        _say("retrying", f"job {job.id}, checkpoint {_human_size(size)}: resumed at once in a fresh process "
+                         f"(retry {retry['attempt']} of {retry['of']}, oom.action=retry)")
+    else:
+        _say("suspended", f"job {job.id}, checkpoint {_human_size(size)} in {job.dir}, "
+                          f"kept until {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(point.expires))} (3 days)")
+        if preempted:
+            _say("suspended", f"resume it: portal resume {job.id}")
+        else:
+            _say("suspended", f"resume it on a machine with more memory: portal resume {job.id} --mem {_suggested_mem_gib()}")
     sys.stderr.flush()
     from _portal import workers
     workers.shut_down()  # a DataLoader's workers hold the output pipes: not left to their watchdog

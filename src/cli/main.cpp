@@ -17,6 +17,7 @@
 #include "portal/logs.hpp"
 #include "portal/options.hpp"
 #include "portal/portal_run.hpp"
+#include "portal/preempt.hpp"
 #include "portal/resume.hpp"
 #include "portal/rm.hpp"
 #include "portal/show.hpp"
@@ -104,6 +105,22 @@ int run_portal(int argc, char** argv) {
     resume_cmd->add_flag("--requeue", resume.requeue,
                          "Inside a Slurm batch job (as portal-run --requeue runs it): when the resume is "
                          "preempted, ask Slurm to requeue the batch job");
+    resume_cmd->add_option("--preempt-signal", resume.preempt_signal,
+                           "Take this signal sent to portal resume (e.g. USR1) as a preemption, as SIGTERM "
+                           "always is: the program suspends at the start of its next loop iteration (exit 75)")
+        ->type_name("SIG")
+        ->check(CLI::Validator(
+            [](std::string& text) {
+                return portal::preempt::parse_signal(text) > 0
+                           ? std::string()
+                           : text + ": not a signal a program can be sent (e.g. USR1)";
+            },
+            ""));
+    resume_cmd->add_option("--preempt-grace", resume.preempt_grace,
+                           "Seconds a preempted program has to reach the start of a loop iteration before "
+                           "it gets the signal itself, as under python (default 60)")
+        ->type_name("SECONDS")
+        ->check(CLI::Range(0.0, 1e6));
     resume_cmd->add_option("--policy", resume.policies,
                            "Set a job policy again (oom.on=false); the job's own are kept otherwise")
         ->type_name("KEY=VALUE");

@@ -17,6 +17,7 @@
 #include "portal/job_store.hpp"
 #include "portal/log.hpp"
 #include "portal/policy.hpp"
+#include "portal/preempt.hpp"
 #include "portal/size.hpp"
 #include "portal/slurm.hpp"
 #include "portal/slurm_submit.hpp"
@@ -175,8 +176,16 @@ int portal_resume(const ResumeRequest& request) {
     // The program ran only if the restore marked the job running; a resume refused
     // before that (a source changed, a damaged checkpoint) leaves the job
     // suspended, intact, to be resumed once the cause is fixed (JobRun::finish).
-    const int code = run->supervise(resume_argv(job.dir.string(), *installation), tripwire::memory_cap(requested));
-    run->finish(code);
+    // SIGTERM (and --preempt-signal) suspend the resumed program at a safe point.
+    preempt::Settings preemption;
+    if (!request.preempt_signal.empty()) {
+        preemption.signals.push_back(preempt::parse_signal(request.preempt_signal));
+    }
+    if (request.preempt_grace >= 0) preemption.grace_seconds = request.preempt_grace;
+    preempt::configure(preemption);
+    // Retries (--policy oom.action=retry) resume it again at once (job_run.hpp).
+    const auto argv = resume_argv(job.dir.string(), *installation);
+    const int code = run->run_to_end(argv, tripwire::memory_cap(requested), true, argv);
     if (request.requeue) slurm::requeue_if_preempted(job, code);
     return code;
 }

@@ -125,6 +125,21 @@ std::string show_text(const JobView& view, std::time_t now) {
         out << "ended       " << short_time(r, "ended") << ", exit status " << field(r, "exit_status") << "\n";
     }
 
+    // --policy oom.action=skip: the items dropped (python/_portal/skip.py).
+    const nlohmann::json skipped = r.value("skipped", nlohmann::json::array());
+    if (skipped.is_array() && !skipped.empty()) {
+        out << "skipped     " << skipped.size() << " item" << (skipped.size() == 1 ? "" : "s") << "\n";
+        for (const auto& item : skipped) {
+            if (!item.is_object()) continue;
+            out << "  " << field(item, "loop") << ", "
+                << (item.contains("iteration_text") && item["iteration_text"].is_string()
+                        ? text_of(item["iteration_text"]) : "iteration " + field(item, "iteration"))
+                << ": " << field(item, "error");
+            if (item.contains("error_at") && item["error_at"].is_string()) out << " at " << text_of(item["error_at"]);
+            out << " (" << short_time(item, "at") << ")\n";
+        }
+    }
+
     const nlohmann::json runs = r.value("runs", nlohmann::json::array());
     out << "runs        " << runs.size() << "\n";
     for (std::size_t i = 0; i < runs.size(); ++i) {
@@ -134,7 +149,8 @@ std::string show_text(const JobView& view, std::time_t now) {
         out << ": " << (run.contains("outcome") ? field(run, "outcome") : std::string("did not end"));
         if (run.contains("exit_status")) out << " (exit status " << field(run, "exit_status") << ")";
         out << "\n     command     " << words(run.value("command", nlohmann::json::array())) << "\n";
-        if (run.value("outcome", "") == "suspended") {
+        if (run.contains("reason")) out << "     reason      " << field(run, "reason") << "\n";
+        if (run.value("outcome", "") == "suspended" || run.value("outcome", "") == "retried") {
             describe_suspension(out, run, "     ");
             out << "     checkpoint  " << size_of(run) << "\n";
         }

@@ -8,6 +8,7 @@
 
 #include "portal/exit_status.hpp"
 #include "portal/log.hpp"
+#include "portal/preempt.hpp"
 #include "portal/supervisor.hpp"
 
 namespace portal {
@@ -15,6 +16,13 @@ namespace portal {
 namespace fs = std::filesystem;
 
 namespace {
+
+// A run that resumes the job at once after a rescue asked for it (oom.action=retry).
+constexpr const char* kRetryRunKind = "retry";
+// What a retry on CUDA sets unless the program or the environment sets it: the
+// allocator grows segments instead of fragmenting fixed ones.
+constexpr const char* kAllocConfVariable = "PYTORCH_CUDA_ALLOC_CONF";
+constexpr const char* kExpandableSegments = "expandable_segments:True";
 
 std::string joined(const std::vector<std::string>& words) {
     std::string text;
@@ -74,7 +82,9 @@ JobRun JobRun::resume(const Job& job, const std::vector<std::string>& command, s
 }
 
 void JobRun::begin(const std::string& kind, const std::vector<std::string>& command,
-                   std::optional<std::uint64_t> mem) {
+                   std::optional<std::uint64_t> mem, const nlohmann::json& extra) {
+    command_ = command;
+    mem_ = mem;
     tee_ = std::make_unique<OutputTee>(job_.log_path());
     const auto log_start = tee_->log_size();
     nlohmann::json entry = {
@@ -86,6 +96,7 @@ void JobRun::begin(const std::string& kind, const std::vector<std::string>& comm
         {"log_offset", log_start},
         {"output_kept", tee_->kept()},
     };
+    entry.update(extra);
     const nlohmann::json record = job_.modify_record([&](nlohmann::json& r) {
         if (!r["runs"].is_array()) r["runs"] = nlohmann::json::array();
         r["runs"].push_back(entry);
@@ -99,12 +110,45 @@ int JobRun::supervise(const std::vector<std::string>& argv, std::optional<std::u
     if (!bootstrapped) {
         unsetenv("PORTAL_JOB_DIR");
     }
-    return portal::supervise(argv, data_limit, tee(), bootstrapped ? lock_.fd() : -1,
-                             [this](pid_t pid) { lock_.name_program(pid); });
+    // Only Portal's bootstrap takes preemption requests: another interpreter
+    // gets SIGTERM as it is.
+    const preempt::Settings settings = preempt::settings();
+    if (!bootstrapped) {
+        preempt::Settings off = settings;
+        off.enabled = false;
+        preempt::configure(off);
+    }
+    const int code = portal::supervise(argv, data_limit, tee(), bootstrapped ? lock_.fd() : -1,
+                                       [this](pid_t pid) { lock_.name_program(pid); });
+    preempt::configure(settings);
+    return code;
 }
 
-void JobRun::finish(int exit_code) {
+int JobRun::run_to_end(const std::vector<std::string>& argv, std::optional<std::uint64_t> data_limit,
+                       bool bootstrapped, const std::vector<std::string>& resume_argv) {
+    int code = supervise(argv, data_limit, bootstrapped);
+    for (nlohmann::json retry = finish(code); retry.is_object(); retry = finish(code)) {
+        nlohmann::json extra = {{"reason", "retry: " + retry.value("error", std::string("out of memory"))},
+                                {"item", {{"loop", retry.value("loop", nlohmann::json())},
+                                          {"iteration", retry.value("iteration", nlohmann::json())}}}};
+        try {
+            begin(kRetryRunKind, command_, mem_, extra);
+        } catch (const JobError& e) {
+            log::say("retry", std::string(e.what()) + "; the job stays suspended (portal resume " + job_.id + ")");
+            return code;
+        }
+        const bool set_alloc_conf = retry.value("cuda", false) && !retry.value("user_alloc_conf", false) &&
+                                    std::getenv(kAllocConfVariable) == nullptr;
+        if (set_alloc_conf) setenv(kAllocConfVariable, kExpandableSegments, 1);
+        code = supervise(resume_argv, data_limit, true);
+        if (set_alloc_conf) unsetenv(kAllocConfVariable);
+    }
+    return code;
+}
+
+nlohmann::json JobRun::finish(int exit_code) {
     unsetenv("PORTAL_JOB_DIR");
+    nlohmann::json retry;
     try {
         job_.modify_record([&](nlohmann::json& r) {
             const std::string state = r.value("state", "unknown");
@@ -115,10 +159,20 @@ void JobRun::finish(int exit_code) {
             if (exit_code == kSuspendedExit && state == "suspended" && r.contains("suspended_at") &&
                 r["suspended_at"] >= entry.value("started", std::string())) {
                 outcome = "suspended";
-                for (const char* key : {"error", "error_at", "loop", "iteration", "checkpoint_bytes", "expires_at"}) {
+                for (const char* key : {"error", "error_at", "loop", "iteration", "checkpoint_bytes", "expires_at",
+                                        "reason"}) {
                     if (r.contains(key)) entry[key] = r[key];
                 }
-            } else if (entry.value("kind", "") == "resume" && state == "suspended") {
+                // oom.action=retry (python/_portal/retry.py): resumed at once by run_to_end().
+                if (r.contains("retry_requested") && r["retry_requested"].is_object()) {
+                    retry = r["retry_requested"];
+                    retry["error"] = r.value("error", std::string());
+                    entry["retry"] = r["retry_requested"];
+                    outcome = "retried";
+                }
+                r.erase("retry_requested");
+            } else if ((entry.value("kind", "") == "resume" || entry.value("kind", "") == kRetryRunKind) &&
+                       state == "suspended") {
                 outcome = "refused";  // the restore refused before the program ran: still suspended
             } else {
                 outcome = exit_code == 0 ? "completed" : "failed";
@@ -130,7 +184,9 @@ void JobRun::finish(int exit_code) {
         });
     } catch (const JobError& e) {
         log::say("job", e.what());
+        return nullptr;
     }
+    return retry;
 }
 
 }  // namespace portal

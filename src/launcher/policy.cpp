@@ -8,10 +8,23 @@ namespace portal {
 
 namespace {
 
+// A value list of just this word takes a whole number 0..kMaxCount (docs/policies.md).
+const std::string kCount = "N";
+constexpr std::size_t kMaxCountDigits = 6;
+
 const std::map<std::string, std::vector<std::string>> kSupported{
     {"oom.on", {"true", "false"}},
     {"oom.exact", {"true", "false"}},  // true: a point where something will differ declines
+    // What the rescue does at the loop it found (python/_portal/oom_policy.py).
+    {"oom.action", {"suspend", "retry", "skip"}},
+    {"oom.retries", {kCount}},    // retries of one item before suspending (default 1)
+    {"oom.max_skips", {kCount}},  // skipped items per job before suspending (default 10)
 };
+
+bool is_count(const std::string& value) {
+    return !value.empty() && value.size() <= kMaxCountDigits &&
+           value.find_first_not_of("0123456789") == std::string::npos;
+}
 
 std::string supported_list() {
     std::string out;
@@ -34,12 +47,26 @@ std::map<std::string, std::string> parse_policies(const std::vector<std::string>
             throw PolicyError("'" + item + "' is not a policy; supported: " + supported_list());
         }
         std::string value = item.substr(eq + 1);
-        if (value == "0" || value == "off" || value == "no") value = "false";
-        if (value == "1" || value == "on" || value == "yes") value = "true";
+        if (known->second == std::vector<std::string>{kCount}) {
+            if (!is_count(value)) {
+                throw PolicyError("'" + item + "': " + key + " takes a whole number, 0 or more (e.g. " + key +
+                                  "=3)");
+            }
+            out[key] = std::to_string(std::stoul(value));
+            continue;
+        }
+        if (known->second.front() == "true") {
+            if (value == "0" || value == "off" || value == "no") value = "false";
+            if (value == "1" || value == "on" || value == "yes") value = "true";
+        }
+        std::string allowed;
         bool ok = false;
-        for (const auto& v : known->second) ok = ok || v == value;
+        for (const auto& v : known->second) {
+            ok = ok || v == value;
+            allowed += (allowed.empty() ? "" : "|") + v;
+        }
         if (!ok) {
-            throw PolicyError("'" + item + "': " + key + " takes " + supported_list());
+            throw PolicyError("'" + item + "': " + key + " takes " + allowed);
         }
         out[key] = value;
     }

@@ -17,6 +17,7 @@
 #include "portal/log.hpp"
 #include "portal/options.hpp"
 #include "portal/policy.hpp"
+#include "portal/preempt.hpp"
 #include "portal/size.hpp"
 #include "portal/slurm.hpp"
 #include "portal/slurm_requeue.hpp"
@@ -36,6 +37,8 @@ struct RunOptions {
     std::vector<std::string> user_code;
     std::vector<std::string> policies;
     bool requeue = false;  // inside a Slurm batch job: resume its own suspended job (slurm_requeue.hpp)
+    std::string preempt_signal;  // preemption (preempt.hpp): besides SIGTERM
+    double preempt_grace = preempt::kDefaultGraceSeconds;
 };
 
 void describe(CLI::App& app, RunOptions& opts) {
@@ -52,8 +55,27 @@ void describe(CLI::App& app, RunOptions& opts) {
     app.add_flag("--version", opts.version, "Print Portal's version and exit");
     app.add_option("--policy", opts.policies,
                    "Set a job policy (repeatable): oom.on=false makes every out-of-memory error "
-                   "fail at once, as under python; also PORTAL_POLICY=oom.on=false")
+                   "fail at once, as under python; oom.action=suspend|retry|skip (retry: resume at "
+                   "once in a fresh process, at most oom.retries=N times per item, default 1; skip: "
+                   "drop the failed item and go on, at most oom.max_skips=N per job, default 10); "
+                   "also PORTAL_POLICY=KEY=VALUE,...")
         ->type_name("KEY=VALUE");
+    app.add_option("--preempt-signal", opts.preempt_signal,
+                   "Take this signal sent to portal-run (e.g. USR1, for Slurm's --signal=B:USR1@120) "
+                   "as a preemption, as SIGTERM always is: the program suspends at the start of its "
+                   "next loop iteration (exit 75)")
+        ->type_name("SIG")
+        ->check(CLI::Validator(
+            [](std::string& text) {
+                return preempt::parse_signal(text) > 0 ? std::string()
+                                                       : text + ": not a signal a program can be sent (e.g. USR1)";
+            },
+            ""));
+    app.add_option("--preempt-grace", opts.preempt_grace,
+                   "Seconds a preempted program has to reach the start of a loop iteration before it "
+                   "gets the signal itself, as under python (default 60)")
+        ->type_name("SECONDS")
+        ->check(CLI::Range(0.0, 1e6));
     app.add_option("--user-code", opts.user_code,
                    "Treat the code under PATH as the program's own, as the script's directory, "
                    "the working directory and PYTHONPATH are (repeatable)")
@@ -177,12 +199,21 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
     if (run && requeue_key) {
         record_requeue_key(run->job(), *requeue_key);
     }
-    const auto cap = tripwire::memory_cap(requested);
-    const int code = run ? run->supervise(argv, cap, runs_bootstrap(argv, *installation)) : supervise(argv, cap);
-    if (run) {
-        run->finish(code);
-        if (requeue_key) slurm::requeue_if_preempted(run->job(), code);
+    preempt::Settings preemption;
+    if (!opts.preempt_signal.empty()) {
+        preemption.signals.push_back(preempt::parse_signal(opts.preempt_signal));
     }
+    preemption.grace_seconds = opts.preempt_grace;
+    preempt::configure(preemption);
+    const auto cap = tripwire::memory_cap(requested);
+    if (!run) {
+        return supervise(argv, cap);
+    }
+    // Retries (--policy oom.action=retry) resume the job at once, as `portal resume` would.
+    const int code = run->run_to_end(argv, cap, runs_bootstrap(argv, *installation),
+                                     resume_argv(run->job().dir.string(), *installation));
+    // A preempted batch job asks Slurm to run it again (slurm_requeue.hpp).
+    if (requeue_key) slurm::requeue_if_preempted(run->job(), code);
     return code;
 }
 

@@ -36,22 +36,8 @@ int exec_resume(const Job& job, const std::string& mem, const std::vector<std::s
     const std::string portal = (std::filesystem::path(self_executable()).parent_path() / "portal").string();
     std::vector<std::string> command{portal, "resume", job.id, "--requeue"};
     if (!mem.empty()) command.insert(command.end(), {"--mem", mem});
-    // Passed on only if this `portal resume` takes them: one that does not would
-    // refuse the whole command line, and the job would not resume at all.
-    const std::string help = forwarded.empty() ? std::string() : slurm::run_command({portal, "resume", "--help"}).out;
-    for (std::size_t i = 0; i < forwarded.size(); ++i) {
-        const std::string& word = forwarded[i];
-        const std::string name = word.substr(0, word.find('='));
-        const bool with_value = word.find('=') == std::string::npos && i + 1 < forwarded.size();
-        if (help.find(name) != std::string::npos) {
-            command.push_back(word);
-            if (with_value) command.push_back(forwarded[i + 1]);
-        } else {
-            log::say(kSubject, "portal resume takes no " + name + ": the resumed run of job " + job.id +
-                                   " takes only SIGTERM as a preemption (docs/slurm.md)");
-        }
-        if (with_value) ++i;
-    }
+    // --preempt-signal / --preempt-grace: the resumed run is preempted as this one would be.
+    command.insert(command.end(), forwarded.begin(), forwarded.end());
     std::vector<char*> argv;
     for (auto& word : command) argv.push_back(word.data());
     argv.push_back(nullptr);

@@ -19,6 +19,7 @@
 
 #include "portal/exit_status.hpp"
 #include "portal/log.hpp"
+#include "portal/preempt.hpp"
 
 namespace portal {
 
@@ -34,6 +35,8 @@ std::atomic<int> g_forwarded{0};
 int g_program_signal = 0;
 
 constexpr int kForwarded[] = {SIGINT, SIGTERM, SIGHUP, SIGQUIT};
+// How often a child without a pidfd is looked at.
+constexpr int kNoPidfdPollMilliseconds = 50;
 
 // A signal from the terminal (Ctrl-C, Ctrl-\, hang-up) reaches the whole foreground
 // process group, the child included: forwarding it too would deliver it twice
@@ -46,11 +49,30 @@ void forward(int signo, siginfo_t* info, void*) {
     }
     // Either way the child got it from the user: Ctrl-\ kills python without a
     // word, and must kill the child without a `portal: killed` report too.
-    g_forwarded.store(signo);
     if (info != nullptr && info->si_code == SI_KERNEL) {
+        g_forwarded.store(signo);
         return;
     }
+    // SIGTERM (--preempt-signal's): a request the wait loop passes on (preempt.hpp).
+    if (preempt::note_signal(signo, info != nullptr ? info->si_pid : 0, child)) {
+        return;
+    }
+    g_forwarded.store(signo);
     kill(child, signo);
+}
+
+// kForwarded, and with preemption its signals and the request signal (which the
+// interpreter sends back when no loop can take a request).
+std::vector<int> handled_signals() {
+    std::vector<int> out(std::begin(kForwarded), std::end(kForwarded));
+    const auto& settings = preempt::settings();
+    if (settings.enabled) {
+        for (int signo : settings.signals) {
+            if (std::find(out.begin(), out.end(), signo) == out.end()) out.push_back(signo);
+        }
+        out.push_back(preempt::request_signal());
+    }
+    return out;
 }
 
 // A signal portal-run was started with ignored (nohup) stays ignored, for the
@@ -66,7 +88,7 @@ void install_forwarding() {
     sa.sa_sigaction = forward;
     sa.sa_flags = SA_SIGINFO | SA_RESTART;
     sigemptyset(&sa.sa_mask);
-    for (int signo : kForwarded) {
+    for (int signo : handled_signals()) {
         if (!ignored(signo)) {
             sigaction(signo, &sa, nullptr);
         }
@@ -76,7 +98,7 @@ void install_forwarding() {
 sigset_t forwarded_set() {
     sigset_t set;
     sigemptyset(&set);
-    for (int signo : kForwarded) {
+    for (int signo : handled_signals()) {
         sigaddset(&set, signo);
     }
     return set;
@@ -132,10 +154,17 @@ void hand_over_lock(int job_lock_fd) {
     // The child starts with the dispositions and mask portal-run itself was given.
     struct sigaction dfl {};
     dfl.sa_handler = SIG_DFL;
-    for (int signo : kForwarded) {
+    for (int signo : handled_signals()) {
         if (!ignored(signo)) {
             sigaction(signo, &dfl, nullptr);
         }
+    }
+    if (preempt::settings().enabled) {
+        // The bootstrap takes its request signal from here (safepoint.py) and
+        // removes the variable before the program starts.
+        setenv(preempt::kSignalVariable, std::to_string(preempt::request_signal()).c_str(), 1);
+    } else {
+        unsetenv(preempt::kSignalVariable);
     }
     sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     // In the child only: the supervisor itself must keep the memory to report and
@@ -163,7 +192,31 @@ void hand_over_lock(int job_lock_fd) {
     _exit(127);
 }
 
+// A pending preemption's next step (preempt.hpp), after any wake-up of a wait loop.
+void preempt_step(pid_t pid) {
+    int delivered = 0;
+    preempt::tick(pid, &delivered);
+    if (delivered != 0) g_forwarded.store(delivered);
+}
+
+int poll_timeout(bool pidfd) {
+    if (preempt::pending()) return preempt::kTickMilliseconds;
+    return pidfd ? -1 : kNoPidfdPollMilliseconds;
+}
+
 bool wait_for(pid_t pid, int* status) {
+    // A pidfd wakes the loop when the child ends, a signal (EINTR) or the tick
+    // when a preemption is pending; without one (an old kernel), waitpid alone.
+    const int pidfd = preempt::settings().enabled ? static_cast<int>(syscall(SYS_pidfd_open, pid, 0)) : -1;
+    if (pidfd >= 0) {
+        for (;;) {
+            pollfd p{pidfd, POLLIN, 0};
+            const int n = poll(&p, 1, poll_timeout(true));
+            preempt_step(pid);
+            if ((n > 0 && (p.revents & POLLIN)) || (n < 0 && errno != EINTR)) break;
+        }
+        close(pidfd);
+    }
     while (waitpid(pid, status, 0) < 0) {
         if (errno != EINTR) {
             log::say("waitpid", std::strerror(errno));
@@ -185,7 +238,8 @@ bool wait_while_copying(pid_t pid, OutputTee& tee, int* status) {
         for (int fd : tee.fds()) fds.push_back({fd, POLLIN, 0});
         if (pidfd >= 0) fds.push_back({pidfd, POLLIN, 0});
         if (fds.empty()) break;  // every pipe finished: only the child is left to wait for
-        const int n = poll(fds.data(), fds.size(), pidfd >= 0 ? -1 : 50);
+        const int n = poll(fds.data(), fds.size(), poll_timeout(pidfd >= 0));
+        preempt_step(pid);
         if (n < 0) {
             if (errno == EINTR) continue;
             break;
@@ -211,6 +265,7 @@ bool wait_while_copying(pid_t pid, OutputTee& tee, int* status) {
 int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t> data_limit, OutputTee* tee,
               int job_lock_fd, const std::function<void(pid_t)>& started) {
     g_program_signal = 0;
+    preempt::reset();
     std::cout.flush();
     std::cerr.flush();
     if (tee != nullptr && !tee->kept()) {

@@ -66,7 +66,8 @@ def test_a_bad_policy_is_a_usage_error(corpus):
     assert r.returncode == 2 and r.stdout == b""
     assert r.stderr.startswith(b"portal: policy: 'oom.on=maybe'"), r.stderr
     r = run([PORTAL_RUN, "--policy", "gpu.fast=true", "loop.py"], corpus)
-    assert r.returncode == 2 and b"supported: oom.exact=true|false, oom.on=true|false" in r.stderr
+    assert r.returncode == 2 and (b"supported: oom.action=suspend|retry|skip, oom.exact=true|false, "
+                                  b"oom.max_skips=N, oom.on=true|false, oom.retries=N") in r.stderr
 
 
 def test_policy_is_kept_on_resume_unless_given_again(corpus):

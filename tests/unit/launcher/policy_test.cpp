@@ -18,10 +18,33 @@ TEST(Policies, UnknownKeyOrValueIsRefusedNamingWhatIsSupported) {
         parse_policies({"gpu.fast=true"});
         FAIL() << "expected PolicyError";
     } catch (const PolicyError& e) {
-        EXPECT_NE(std::string(e.what()).find("supported: oom.exact=true|false, oom.on=true|false"), std::string::npos);
+        EXPECT_NE(std::string(e.what()).find("supported: oom.action=suspend|retry|skip, oom.exact=true|false, "
+                                             "oom.max_skips=N, oom.on=true|false, oom.retries=N"),
+                  std::string::npos);
     }
     EXPECT_THROW(parse_policies({"oom.on=maybe"}), PolicyError);
     EXPECT_THROW(parse_policies({"oom.on"}), PolicyError);
+}
+
+TEST(Policies, OomActionAndCounts) {
+    EXPECT_EQ(parse_policies({"oom.action=retry"}).at("oom.action"), "retry");
+    EXPECT_EQ(parse_policies({"oom.action=skip"}).at("oom.action"), "skip");
+    EXPECT_EQ(parse_policies({"oom.retries=007"}).at("oom.retries"), "7");
+    EXPECT_EQ(parse_policies({"oom.max_skips=0"}).at("oom.max_skips"), "0");
+    try {
+        parse_policies({"oom.action=1"});  // not turned into "true": the action's own values are named
+        FAIL() << "expected PolicyError";
+    } catch (const PolicyError& e) {
+        EXPECT_EQ(std::string(e.what()), "'oom.action=1': oom.action takes suspend|retry|skip");
+    }
+    for (const char* bad : {"oom.retries=-1", "oom.retries=x", "oom.max_skips=", "oom.max_skips=10000000"}) {
+        try {
+            parse_policies({bad});
+            FAIL() << bad;
+        } catch (const PolicyError& e) {
+            EXPECT_NE(std::string(e.what()).find("takes a whole number, 0 or more"), std::string::npos) << bad;
+        }
+    }
 }
 
 TEST(Policies, OptionsWinOverTheEnvironment) {

@@ -632,7 +632,15 @@ def test_every_handler_reraises_with_lasti():
                     assert [y.opname for y in ins[h + 2:h + 5]] == \
                         ["CHECK_EXC_MATCH", "POP_JUMP_FORWARD_IF_FALSE", "NOP"]
                     call = next(j for j in range(k, len(ins)) if ins[j].opname == "CALL")
-                    assert [(y.opname, y.arg) for y in ins[call + 1:call + 4]] == \
+                    after = [(y.opname, y.arg) for y in ins[call + 1:]]
+                    if after[0][0] == "POP_JUMP_FORWARD_IF_FALSE":
+                        # a for loop's: the skip's way back (POP_TOP, POP_EXCEPT, POP_TOP,
+                        # room, JUMP_BACKWARD), then the re-raises
+                        back = next(j for j, (op, _) in enumerate(after) if op == "JUMP_BACKWARD")
+                        assert [op for op, _ in after[1:4]] == ["POP_TOP", "POP_EXCEPT", "POP_TOP"]
+                        assert {op for op, _ in after[4:back]} <= {"NOP", "EXTENDED_ARG"}, (mod.__name__, c.co_name)
+                        after = [("POP_TOP", None)] + after[back + 1:]
+                    assert after[:3] == \
                         [("POP_TOP", None), ("RERAISE", 2), ("RERAISE", 2)], (mod.__name__, c.co_name)
                     into = [e for e in table if e.target == start]
                     assert into and all(e.lasti for e in into), (mod.__name__, c.co_name)
@@ -745,8 +753,13 @@ def test_wrapped_lines_and_shape():
     assert isinstance(loop.orelse[0], ast.Assign)        # else: untouched
     h = t.handlers[0]
     assert h.name is None and h.type.id == "Exception"
-    call = h.body[0].value
+    # `if __portal_rescue__(2): __portal_rescue__; continue` (a skip, oom.action=skip), then `raise`
+    skip = h.body[0]
+    assert isinstance(skip, ast.If) and not skip.orelse
+    call = skip.test
     assert call.func.id == "__portal_rescue__" and call.args[0].value == 2
+    assert [type(s) for s in skip.body] == [ast.Expr, ast.Continue]
+    assert skip.body[0].value.id == "__portal_rescue__"
     assert isinstance(h.body[1], ast.Raise) and h.body[1].exc is None
     assert {n.lineno for n in ast.walk(h) if hasattr(n, "lineno")} == {-1}
 
@@ -1263,3 +1276,60 @@ def test_while_rescue_only_for_its_body(tmp_path, monkeypatch):
         with pytest.raises(MemoryError):
             glb[name]()
         assert seen == want, name
+
+
+# --- the skip (oom.action=skip): a rescue that returns True continues the loop ------------------
+
+SKIP_PROG = """
+def f(n, out):
+    for i in range(n):
+        try:
+            if i % 3 == 0:
+                raise MemoryError(i)
+        finally:
+            out.append(("f", i))
+        out.append(i)
+    return "done"
+
+out = []
+result = f(3000, out)
+for j in range(6):
+    if j % 2:
+        raise ValueError(j)
+    out.append(("module", j))
+"""
+
+
+def test_a_rescue_returning_true_continues_with_the_next_item():
+    """Thousands of skipped items at function level (through a user's `finally`)
+    and at module level: the loop goes on, its stack and the handled exception
+    stay balanced (sys.exception() is None after each skip), and an item the
+    rescue declines (returns None) is raised as before."""
+    seen = []
+
+    def rescue(line, span=None):
+        seen.append((line, type(sys.exception()).__name__))
+        return not (isinstance(sys.exception(), ValueError) and len(seen) > 1001)
+
+    old = getattr(builtins, "__portal_rescue__", None)
+    builtins.__portal_rescue__ = rescue
+    try:
+        code = compile_user_source(SKIP_PROG, "/tmp/skip_prog.py")
+        g = {}
+        with pytest.raises(ValueError) as raised:
+            exec(code, g)
+        assert sys.exception() is None
+    finally:
+        if old is None:
+            del builtins.__portal_rescue__
+        else:
+            builtins.__portal_rescue__ = old
+    assert g["result"] == "done"
+    out = g["out"]
+    assert [x for x in out if isinstance(x, int)] == [i for i in range(3000) if i % 3]
+    assert [x for x in out if isinstance(x, tuple) and x[0] == "f"] == [("f", i) for i in range(3000)]
+    assert [x for x in out if isinstance(x, tuple) and x[0] == "module"] == [("module", 0), ("module", 2)]
+    assert raised.value.args == (3,)
+    assert seen.count((3, "MemoryError")) == 1000 and seen[-2:] == [(14, "ValueError"), (14, "ValueError")]
+    # the traceback of the declined error is python's: its raise line, no handler line
+    assert [e.lineno for e in traceback.extract_tb(raised.value.__traceback__)][-1] == 16

@@ -1,0 +1,124 @@
+"""Preemption (docs/preemption.md): SIGTERM to portal-run (and --preempt-signal's
+signal) makes the program suspend at the start of its next loop iteration,
+reason `preempted`, exit 75; `portal resume` continues it bit for bit.  Signals
+at seeded random moments of a torch training loop (some before its first loop
+or after its last: the run then simply finishes); the grace, after which the
+program gets the signal as under python; a second signal during the write."""
+import os
+import random
+import signal
+import subprocess
+import time
+
+import pytest
+
+from conftest import read_until
+from policy_helpers import (PORTAL, PORTAL_RUN, SUSPENDED, TIMEOUT, corpus, env_for, lines,
+                            only_job, portal, python, record)
+
+pytest.importorskip("torch", reason="the preemption tests train a torch model")
+
+SEED = 20261201
+STEPS, STEP_SECONDS = "24", "0.08"
+
+
+@pytest.fixture
+def work(tmp_path):
+    return corpus(tmp_path)
+
+
+def signalled(cmd, work, delay, sig=signal.SIGTERM, repeat=(), env=None, after_ready=False):
+    """Run `cmd`, send `sig` after `delay` seconds (counted from its `ready` line
+    with after_ready), then once more after each extra delay in `repeat`, and
+    wait for it."""
+    proc = subprocess.Popen(cmd, cwd=work, env=env_for(work, **(env or {})),
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    head = b""
+    try:
+        if after_ready:
+            head = read_until(proc.stdout.fileno(), b"ready\n", time.monotonic() + TIMEOUT, cmd[-1])
+        for wait in (delay, *repeat):
+            try:
+                proc.wait(timeout=wait)
+                break
+            except subprocess.TimeoutExpired:
+                proc.send_signal(sig)
+        out, err = proc.communicate(timeout=TIMEOUT)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return proc.returncode, head + out, err
+
+
+def test_sigterm_at_random_moments_then_resume_is_bit_for_bit(work):
+    expected = python(work, "train_preempt.py", STEPS, STEP_SECONDS)
+    assert expected.returncode == 0, expected.stderr.decode()
+    rng = random.Random(SEED)
+    suspensions = 0
+    for attempt in range(3):
+        delay = rng.uniform(0.0, 6.0)
+        code, out, err = signalled([PORTAL_RUN, "train_preempt.py", STEPS, STEP_SECONDS],
+                                   work, delay)
+        outputs = [out]
+        while code == SUSPENDED:
+            suspensions += 1
+            assert b"portal: suspended: preempted (portal-run was sent its preemption signal)" in err, err
+            assert b"that iteration had not started yet" in err
+            assert b"will differ" not in err      # nothing of that iteration ran
+            job = only_job(work)
+            assert record(work, job)["reason"] == "preempted"
+            code, out, err = signalled([PORTAL, "resume", job], work, rng.uniform(0.5, 4.0))
+            outputs.append(out)
+        assert code == 0, (delay, err.decode())
+        assert b"".join(outputs) == expected.stdout, f"delay {delay:.2f} s"
+        for job in (work.parent / "home" / "jobs").iterdir():
+            portal(work, "rm", job.name)
+    assert suspensions >= 1, "no signal arrived while the loop ran: the delays are too long"
+
+
+def test_preempt_signal_usr1(work):
+    # oom.exact=true declines a point where something will differ: not a safe point
+    code, out, err = signalled([PORTAL_RUN, "--preempt-signal", "USR1", "--policy", "oom.exact=true",
+                                "train_preempt.py", "200",
+                                "0.05"], work, 1.0, sig=signal.SIGUSR1, after_ready=True)
+    assert code == SUSPENDED, err.decode()
+    runs = record(work, only_job(work))["runs"]
+    assert runs[-1]["outcome"] == "suspended" and runs[-1]["reason"] == "preempted"
+
+
+def test_without_a_safe_point_in_the_grace_the_program_gets_the_signal(work):
+    start = time.monotonic()
+    code, out, err = signalled([PORTAL_RUN, "--preempt-grace", "2", "slow_body.py"], work, 1.5,
+                               after_ready=True)
+    assert code == -signal.SIGTERM, err.decode()
+    assert time.monotonic() - start < 25
+    assert lines(err, "portal: preempt: ") == [
+        "portal: preempt: no loop iteration started within the grace of 2 s (--preempt-grace): "
+        "the program gets SIGTERM, as under python"]
+    assert record(work, only_job(work))["state"] == "failed"
+
+
+def test_a_program_without_loops_gets_the_signal_at_once(work):
+    (work / "sleeper.py").write_text("import time\nprint('ready', flush=True)\ntime.sleep(60)\n")
+    start = time.monotonic()
+    code, out, err = signalled([PORTAL_RUN, "sleeper.py"], work, 0.5, after_ready=True)
+    assert (code, err) == (-signal.SIGTERM, b"")
+    assert time.monotonic() - start < 20
+
+
+def test_a_second_signal_during_the_write_changes_nothing(work):
+    expected = python(work, "big_state.py")
+    code, out, err = signalled([PORTAL_RUN, "big_state.py"], work, 1.0, repeat=[0.05] * 8,
+                               after_ready=True)
+    assert code == SUSPENDED, err.decode()
+    job = only_job(work)
+    jobdir = work.parent / "home" / "jobs" / job
+    # the link and the one generation it names; no temporary directory left
+    names = sorted(p.name for p in jobdir.iterdir() if p.name.startswith(("checkpoint", ".")))
+    assert names == ["checkpoint", os.readlink(jobdir / "checkpoint")], names
+    checked = portal(work, "inspect", job)
+    assert checked.returncode == 0, checked.stderr.decode()
+    resumed = portal(work, "resume", job)
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert out + resumed.stdout == expected.stdout
