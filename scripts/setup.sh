@@ -27,6 +27,8 @@ packages=(
   libpython3.11-testsuite
   # C++ libraries
   pybind11-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libgtest-dev
+  # the test lanes in Debian roots (scripts/debian-root.sh, scripts/lane.sh)
+  debootstrap
 )
 
 say() { echo "portal: setup: $*" >&2; }
