@@ -68,9 +68,18 @@ finish() {
 # out of 52"), or nothing.
 ctest_summary() { grep -E '^[0-9]+% tests passed' "$1" | tail -n 1 || true; }
 
-# A configure failure in one line: CMake's first error and the line of its message.
+# A configure failure in one line: CMake's first error message, and where in this
+# project's CMake files it came from (the first frame of the call stack in the tree).
 configure_error() {
-  grep -A 2 -m 1 -E '^CMake Error' "$1" | grep -v '^\s*$' | sed 's/^ *//' | paste -sd ' ' || true
+  awk -v src="$SRC_IN_ROOT/" '
+    !seen && /^CMake Error/ { seen = 1; msg = ""; where = ""; inmsg = 1
+      if (index($0, src)) { where = $0; sub(/^CMake Error at /, "", where); sub(/ \(.*$/, "", where) }
+      next }
+    inmsg && (/^[[:space:]]*$/ || /^Call Stack/) { if (msg != "") inmsg = 0; next }
+    inmsg { line = $0; sub(/^[[:space:]]+/, "", line); msg = msg (msg == "" ? "" : " ") line; next }
+    seen && where == "" && index($0, src) { where = $0; sub(/^[[:space:]]+/, "", where); sub(/ \(.*$/, "", where) }
+    END { if (seen) { sub("^" src, "", where); print msg (where == "" ? "" : " (at " where ")") } }
+  ' "$1"
 }
 
 bench_commands() { # PYTHON PORTAL_RUN OUTDIR: the bench commands, one a line

@@ -38,7 +38,7 @@ root_mount() {
     sys)  target=$root/sys; mount --rbind /sys "$target"; mount --make-rslave "$target"
           mount -o remount,bind,ro "$target" ;;
     bind|robind)
-          target=$root/$4; mkdir -p "$target"; mount --bind "$3" "$target"
+          target=$root/${4#/}; mkdir -p "$target"; mount --bind "$3" "$target"
           if [ "$what" = robind ]; then mount -o remount,bind,ro "$target"; fi ;;
     *) echo "portal: root-mounts: unknown mount kind '$what'" >&2; return 1 ;;
   esac

@@ -40,6 +40,18 @@ FAKES = {
         dir=$1; shift
         echo "chroot $dir $*" >>"$FAKE_LOG"
         case " $* " in
+          *"cmake -S "*)
+            if [ "${FAKE_LANE:-}" = configure-fails ]; then cat "$FAKE_CMAKE_ERROR"; exit 1; fi
+            echo "-- Configuring done" ;;
+          *"cmake --build "*) echo "[100%] Built target portal-run" ;;
+          *" ctest "*)
+            echo "$*" >>"$FAKE_LOG.ctest"
+            if [ "${FAKE_LANE:-}" = tests-fail ]; then
+              echo "95% tests passed, 1 tests failed out of 20"; echo; echo "The following tests FAILED:"
+              echo "	 12 - e2e.training (Failed)"; exit 8
+            fi
+            echo "100% tests passed, 0 tests failed out of 20" ;;
+          *" --version"*) echo "Python 3.13.5" ;;
           *" -c "*) echo 3.13 ;;
           *" apt-get install "*)
             if [ -n "${FAKE_APT_FAIL:-}" ]; then
@@ -85,6 +97,7 @@ def fake(tmp_path):
 
     run.calls = calls
     run.roots = roots
+    run.log = log
     return run
 
 
@@ -225,3 +238,54 @@ def test_lane_of_an_archive_that_gives_no_root_is_skipped_not_failed(fake):
     assert lines[0] == "skipped: forky: debootstrap: E: Couldn't find these debs: libc6"
     assert lines[-1].startswith("lane forky: skipped (the Debian archive, not Portal")
     assert fake.calls("chroot") == []
+
+
+CMAKE_ERROR = """\
+-- The CXX compiler identification is GNU 14.2.0
+CMake Error at /usr/share/cmake-3.31/Modules/FindPackageHandleStandardArgs.cmake:233 (message):
+  Could NOT find Python: Found unsuitable version "3.13.5", but required is
+  exact version "3.11" (found /usr/bin/python3)
+Call Stack (most recent call first):
+  /usr/share/cmake-3.31/Modules/FindPython.cmake:673 (find_package_handle_standard_args)
+  /portal-src/cmake/PortalPython.cmake:11 (find_package)
+  /portal-src/CMakeLists.txt:20 (include)
+
+
+-- Configuring incomplete, errors occurred!
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a Debian-root lane runs as root (chroot, mounts)")
+def test_lane_that_cannot_configure_fails_naming_cmakes_error_and_where(fake, tmp_path):
+    error = tmp_path / "cmake-error.txt"
+    error.write_text(CMAKE_ERROR)
+    r = fake(LANE, "trixie", FAKE_LANE="configure-fails", FAKE_CMAKE_ERROR=str(error))
+    assert r.returncode == 1, r.stdout + r.stderr
+    last = r.stdout.splitlines()[-1]
+    assert last.startswith('lane trixie: failed at configure: Could NOT find Python: Found '
+                           'unsuitable version "3.13.5", but required is exact version "3.11" '
+                           '(found /usr/bin/python3) (at cmake/PortalPython.cmake:11) ['), last
+    assert "skipped" not in r.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a Debian-root lane runs as root (chroot, mounts)")
+@pytest.mark.parametrize("mode, status, summary", [
+    ("tests-fail", 1, "95% tests passed, 1 tests failed out of 20"),
+    ("pass", 0, "100% tests passed, 0 tests failed out of 20"),
+])
+def test_lane_ends_with_ctests_summary_line(fake, mode, status, summary):
+    r = fake(LANE, "trixie", FAKE_LANE=mode, PORTAL_LANE_CTEST_ARGS="-R unit")
+    assert r.returncode == status, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1].startswith(f"lane trixie: {summary} [")
+    calls = fake.calls()
+    # Source read-only, the lane's build dir and a private /tmp mounted, all unmounted.
+    root = fake.roots / "trixie"
+    assert any(c.startswith("mount -o remount,bind,ro") and c.endswith(f"{root}/portal-src")
+               for c in calls), calls
+    assert any(c.startswith("mount --bind ") and c.endswith(f"{root}/tmp") for c in calls)
+    mounted = {c.split()[-1] for c in calls if c.startswith(("mount -t", "mount --bind", "mount --rbind"))}
+    unmounted = {c.split()[-1] for c in calls if c.startswith("umount")}
+    assert mounted and mounted <= unmounted
+    ctest = Path(str(fake.log) + ".ctest").read_text()
+    assert "ctest --output-on-failure" in ctest and "-R unit" in ctest
+    assert "PORTAL_PYTHON=/usr/bin/python3" in ctest
