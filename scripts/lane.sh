@@ -96,6 +96,9 @@ bench_commands() { # PYTHON PORTAL_RUN OUTDIR: the bench commands, one a line
 # ---- host ----------------------------------------------------------------------
 if [ "$lane" = host ]; then
   build=${BUILD_DIR:-$here/build}
+  # The interpreter Portal runs programs with in this lane, whatever python3 is
+  # first on PATH (as in the roots).
+  export PORTAL_PYTHON=$ROOT_PYTHON
   log=$(mktemp /tmp/portal-lane-host.XXXXXX.log)
   echo "portal: lane: host: setup, build in $build" >&2
   if ! BUILD_DIR=$build JOBS=$JOBS bash "$here/scripts/setup.sh"; then
