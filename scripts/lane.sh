@@ -72,13 +72,17 @@ ctest_summary() { grep -E '^[0-9]+% tests passed' "$1" | tail -n 1 || true; }
 # project's CMake files it came from (the first frame of the call stack in the tree).
 configure_error() {
   awk -v src="$SRC_IN_ROOT/" '
-    !seen && /^CMake Error/ { seen = 1; msg = ""; where = ""; inmsg = 1
-      if (index($0, src)) { where = $0; sub(/^CMake Error at /, "", where); sub(/ \(.*$/, "", where) }
+    # A file of the project: CMake names it relative to the source tree, or under it.
+    function ours(f) { return f !~ /^\// || index(f, src) == 1 }
+    function file_of(line) { sub(/^(CMake Error at )?[[:space:]]*/, "", line); sub(/ \(.*$/, "", line); return line }
+    !seen && /^CMake Error/ { seen = 1; inmsg = 1
+      if (/^CMake Error at / && ours(file_of($0))) where = file_of($0)
       next }
     inmsg && (/^[[:space:]]*$/ || /^Call Stack/) { if (msg != "") inmsg = 0; next }
     inmsg { line = $0; sub(/^[[:space:]]+/, "", line); msg = msg (msg == "" ? "" : " ") line; next }
-    seen && where == "" && index($0, src) { where = $0; sub(/^[[:space:]]+/, "", where); sub(/ \(.*$/, "", where) }
-    END { if (seen) { sub("^" src, "", where); print msg (where == "" ? "" : " (at " where ")") } }
+    seen && where == "" && /^[[:space:]]+[^[:space:]]+:[0-9]+ \(/ && ours(file_of($0)) { where = file_of($0) }
+    END { if (seen) { if (index(where, src) == 1) where = substr(where, length(src) + 1)
+                      print msg (where == "" ? "" : " (at " where ")") } }
   ' "$1"
 }
 

@@ -247,8 +247,8 @@ CMake Error at /usr/share/cmake-3.31/Modules/FindPackageHandleStandardArgs.cmake
   exact version "3.11" (found /usr/bin/python3)
 Call Stack (most recent call first):
   /usr/share/cmake-3.31/Modules/FindPython.cmake:673 (find_package_handle_standard_args)
-  /portal-src/cmake/PortalPython.cmake:11 (find_package)
-  /portal-src/CMakeLists.txt:20 (include)
+  cmake/PortalPython.cmake:11 (find_package)
+  CMakeLists.txt:16 (include)
 
 
 -- Configuring incomplete, errors occurred!
