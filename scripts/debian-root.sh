@@ -14,7 +14,8 @@
 #   tell it from a failure of Portal's code.  The full log is SUITE.log beside it.
 # Exit status: 0 ready, 1 failure of this script's own, 2 usage, 3 skipped.
 # Environment: PORTAL_ROOTS, PORTAL_DEBIAN_MIRROR, PORTAL_ROOT_EXTRA_PACKAGES
-# (more packages, space-separated: part of the list and of its hash).
+# (more packages, space-separated: part of the list and of its hash),
+# PORTAL_ROOT_ANY_SUITE=1 (a suite other than bookworm, trixie, forky, sid).
 set -euo pipefail
 # The whole script is one block: bash parses it all before running any of it, so
 # an edit of this file never changes a run already under way.
@@ -63,6 +64,13 @@ if [ $# -ne 1 ] || ! [[ $1 =~ ^[a-z][a-z0-9-]*$ ]]; then
   exit "$STATUS_USAGE"
 fi
 suite=$1
+# The suites a lane is meant for; a typo must not pass for an archive that cannot
+# give a root (a skip).  PORTAL_ROOT_ANY_SUITE=1 allows any other name.
+known_suites=" bookworm trixie forky sid "
+if [[ $known_suites != *" $suite "* ]] && [ "${PORTAL_ROOT_ANY_SUITE:-}" != 1 ]; then
+  echo "portal: root: $suite: not a suite Portal's lanes use (one of:$known_suites); PORTAL_ROOT_ANY_SUITE=1 to build it anyway" >&2
+  exit "$STATUS_USAGE"
+fi
 roots=${PORTAL_ROOTS:-/var/cache/portal-roots}
 mirror=${PORTAL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
 read -r -a extra <<<"${PORTAL_ROOT_EXTRA_PACKAGES:-}"

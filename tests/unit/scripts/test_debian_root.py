@@ -223,6 +223,23 @@ def test_a_bad_suite_is_a_usage_error(fake, args):
     assert fake.calls() == []
 
 
+def test_a_misspelt_suite_is_a_usage_error_not_a_skip(fake):
+    r = fake(DEBIAN_ROOT, "trixy")
+    assert r.returncode == STATUS_USAGE
+    assert r.stdout == ""
+    assert r.stderr.startswith("portal: root: trixy: not a suite Portal's lanes use")
+    assert fake.calls() == []
+    r = fake(DEBIAN_ROOT, "trixy", PORTAL_ROOT_ANY_SUITE="1")
+    assert r.returncode == 0 and (fake.roots / "trixy" / STAMP).exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a Debian-root lane runs as root (chroot, mounts)")
+def test_a_lane_of_a_misspelt_suite_fails(fake):
+    r = fake(LANE, "trixy")
+    assert r.returncode == 1
+    assert r.stdout.splitlines()[-1].startswith("lane trixy: failed to set up the root")
+
+
 @pytest.mark.parametrize("args", [[], ["trixie", "--frobnicate"], ["trixie", "--quick"]])
 def test_lane_usage_errors(fake, args):
     r = fake(LANE, *args)
