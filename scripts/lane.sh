@@ -65,8 +65,14 @@ finish() {
 }
 
 # The runner's summary line from a CTest log ("100% tests passed, 0 tests failed
-# out of 52"), or nothing.
-ctest_summary() { grep -E '^[0-9]+% tests passed' "$1" | tail -n 1 || true; }
+# out of 52"), with the names of the failed tests after it; or nothing.
+ctest_summary() {
+  local line failed
+  line=$(grep -E '^[0-9]+% tests passed' "$1" | tail -n 1 || true)
+  [ -n "$line" ] || return 0
+  failed=$(sed -n '/^The following tests FAILED:/,$p' "$1" | sed -n 's/^[[:space:]]*[0-9]* - \([^ ]*\) .*/\1/p' | paste -sd ' ' || true)
+  echo "$line${failed:+: $failed}"
+}
 
 # A configure failure in one line: CMake's first error message, and where in this
 # project's CMake files it came from (the first frame of the call stack in the tree).
@@ -113,7 +119,7 @@ if [ "$lane" = host ]; then
     while read -r cmd; do
       echo "portal: lane: host: $cmd" >&2
       mkdir -p "$build/bench-io"
-      $cmd || status=$?
+      $cmd </dev/null || status=$?
     done < <(bench_commands "$ROOT_PYTHON" "$build/bin/portal-run" "$build" "$here")
     rm -rf "$build/bench-io"
     [ "$status" -eq 0 ] || finish "$STATUS_FAILED" "a bench crashed (status $status)"
@@ -176,14 +182,14 @@ if ! in_lane "cmake -S $SRC_IN_ROOT -B $BUILD_IN_ROOT -DPORTAL_PYTHON=$ROOT_PYTH
   finish "$STATUS_FAILED" "failed at configure: $(configure_error "$log")"
 fi
 if ! in_lane "cmake --build $BUILD_IN_ROOT -j $JOBS" 2>&1 | tee -a "$log"; then
-  finish "$STATUS_FAILED" "failed at build: $(grep -m 1 -E 'error' "$log" || echo 'see above')"
+  finish "$STATUS_FAILED" "failed at build: $(grep -m 1 -E 'error:|Error [0-9]+|CMake Error' "$log" || echo 'see above')"
 fi
 
 if [ -n "$bench" ]; then
   status=0
   while read -r cmd; do
     echo "portal: lane: $lane: $cmd" >&2
-    in_lane "mkdir -p $BUILD_IN_ROOT/bench-io && $cmd" || status=$?
+    in_lane "mkdir -p $BUILD_IN_ROOT/bench-io && $cmd" </dev/null || status=$?
   done < <(bench_commands "$ROOT_PYTHON" "$BUILD_IN_ROOT/bin/portal-run" "$BUILD_IN_ROOT" "$SRC_IN_ROOT")
   rm -rf "$build/bench-io"
   [ "$status" -eq 0 ] || finish "$STATUS_FAILED" "a bench crashed (status $status)"
