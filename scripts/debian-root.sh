@@ -86,6 +86,17 @@ stamp_line="portal-root suite=$suite packages=$list_hash"
 root_private_namespace "${BASH_SOURCE[0]}" "$@"
 
 mkdir -p "$roots" || fail "$roots: cannot create it"
+# Whoever can write into a root runs code as root in every lane: refuse one that
+# is not ours alone (the roots directory, and the root itself when it exists).
+refuse_foreign() {
+  local path=$1 owner mode
+  read -r owner mode < <(stat -L -c '%u %a' "$path")
+  if [ "$owner" != "$(id -u)" ] || (( 8#$mode & 8#022 )); then
+    fail "$path: owned by uid $owner with mode $mode: a root must be writable by its owner only ($(id -un)); fix it or choose another PORTAL_ROOTS"
+  fi
+}
+refuse_foreign "$roots"
+if [ -e "$root" ]; then refuse_foreign "$root"; fi
 # One builder of a root at a time (another lane may be setting up the same suite).
 exec {lock_fd}>"$roots/.$suite.lock"
 flock -w "$LOCK_WAIT_S" "$lock_fd" || fail "$root: still locked by another builder after ${LOCK_WAIT_S}s"

@@ -215,6 +215,21 @@ def test_apt_failing_in_a_top_up_keeps_the_root_without_stamp(fake):
     assert not (root / STAMP).exists()  # incomplete: topped up again next time
 
 
+def test_a_root_others_can_write_into_is_refused(fake):
+    fake.roots.mkdir()
+    fake.roots.chmod(0o777)
+    r = fake(DEBIAN_ROOT, "trixie")
+    assert r.returncode == 1
+    assert r.stderr.startswith(f"portal: root: {fake.roots}: owned by uid {os.getuid()} with mode 777: ")
+    assert fake.calls() == []
+    fake.roots.chmod(0o755)
+    (fake.roots / "trixie").mkdir(mode=0o775)
+    (fake.roots / "trixie").chmod(0o775)
+    r = fake(DEBIAN_ROOT, "trixie")
+    assert r.returncode == 1 and "trixie: owned by uid" in r.stderr
+    assert fake.calls() == []
+
+
 @pytest.mark.parametrize("args", [[], ["Trixie"], ["../etc"], ["a", "b"]])
 def test_a_bad_suite_is_a_usage_error(fake, args):
     r = fake(DEBIAN_ROOT, *args)
