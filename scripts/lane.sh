@@ -197,7 +197,8 @@ if [ -n "$bench" ]; then
 fi
 
 status=0
-in_lane "cd $BUILD_IN_ROOT && ctest --output-on-failure -j $JOBS --timeout $CTEST_TIMEOUT_S ${ctest_extra[*]}" \
+ctest_args=$(printf ' %q' "${ctest_extra[@]}")  # quoted for the shell in the root
+in_lane "cd $BUILD_IN_ROOT && ctest --output-on-failure -j $JOBS --timeout $CTEST_TIMEOUT_S$ctest_args" \
   2>&1 | tee "$log" || status=$?
 summary=$(ctest_summary "$log")
 [ -n "$summary" ] || summary="CTest gave no summary (status $status)"
