@@ -9,7 +9,7 @@
 # - Built atomically otherwise: debootstrap --variant=minbase into SUITE.tmp, apt
 #   inside it, stamp, rename to SUITE.  A leftover SUITE.tmp is discarded.
 # - When Debian's archive itself cannot give a working root (debootstrap or apt
-#   fails, as in a transition of testing), it prints one line
+#   fails, as in a transition of testing; a stable suite fails instead), it prints one line
 #   `skipped: SUITE: <the archive's error>` on stdout and exits 3, so a caller can
 #   tell it from a failure of Portal's code.  The full log is SUITE.log beside it.
 # Exit status: 0 ready, 1 failure of this script's own, 2 usage, 3 skipped.
@@ -108,15 +108,21 @@ discard_tmp() {
   if [ -n "$building" ]; then rm -rf --one-file-system "$tmp"; fi
 }
 
-# skip WHAT: the archive could not give a working root; one line, status 3.
+# skip WHAT: the archive could not give a working root.  For a suite that moves
+# (testing) that is the archive's state of the day: one line, status 3.  A stable
+# suite does not move, so there it is a failure (of the list, of the network).
 skip() {
-  local err detail
+  local err detail why
   err=$(grep -E '^(E|W): ' "$log" | tail -n 1 || true)
   detail=$(grep -E ' (Depends|PreDepends): ' "$log" | head -n 1 | sed 's/^ *//' || true)
   [ -n "$err" ] || err=$(grep -v '^\s*$' "$log" | tail -n 1 || true)
-  echo "skipped: $suite: $1: ${err:-no output}${detail:+ ($detail)}"
-  say "the full log: $log"
+  why="$1: ${err:-no output}${detail:+ ($detail)}"
   discard_tmp
+  if [[ $rolling_suites != *" $suite "* ]]; then
+    fail "$suite: $why (a stable suite: not skipped; the full log: $log)"
+  fi
+  echo "skipped: $suite: $why"
+  say "the full log: $log"
   exit "$STATUS_SKIPPED"
 }
 

@@ -146,6 +146,18 @@ def test_a_root_others_can_write_into_is_refused(fake):
     assert fake.calls() == []
 
 
+def test_a_stable_suite_that_cannot_be_built_fails_and_is_not_skipped(fake):
+    r = fake(DEBIAN_ROOT, "trixie", FAKE_DEBOOTSTRAP_FAIL="1")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.splitlines()[-1].startswith(
+        "portal: root: trixie: debootstrap: E: Couldn't find these debs: libc6 (a stable suite: "
+        "not skipped; the full log: ")
+    assert not (fake.roots / "trixie").exists() and not (fake.roots / "trixie.tmp").exists()
+    r = fake(DEBIAN_ROOT, "trixie", FAKE_APT_FAIL="1")
+    assert r.returncode == 1 and r.stdout == ""
+    assert "trixie: apt-get install: E: Unable to correct problems" in r.stderr
+
+
 @pytest.mark.parametrize("args", [[], ["Trixie"], ["../etc"], ["a", "b"]])
 def test_a_bad_suite_is_a_usage_error(fake, args):
     r = fake(DEBIAN_ROOT, *args)
