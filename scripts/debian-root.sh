@@ -49,6 +49,8 @@ packages=(
   pybind11-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   # the e2e `users` fixture (useradd, setpriv), locks (flock)
   passwd util-linux
+  # the benches name the checkout's commit (bench/checkpoint_io.py needs git to run)
+  git
 )
 # Named after the root's python3 version X.Y (known once python3 is in): CPython's
 # own test suite, for test_sys_settrace run instrumented (e2e.compat).
