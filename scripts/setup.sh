@@ -30,6 +30,8 @@ packages=(
   # a single-node Slurm for `portal resume --on slurm` and `portal-run --requeue`
   # (tests/e2e/test_slurm.py, scripts/slurm-cluster.sh); no service is started
   slurmctld slurmd slurm-client munge
+  # the test lanes in Debian roots (scripts/debian-root.sh, scripts/lane.sh)
+  debootstrap
 )
 
 say() { echo "portal: setup: $*" >&2; }

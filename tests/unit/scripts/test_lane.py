@@ -1,0 +1,111 @@
+"""scripts/lane.sh and scripts/test.sh with the fakes of conftest.py: usage
+errors, a lane whose archive gives no root is skipped (status 3) and does not fail
+CI, a configure failure names CMake's error and the project file, each lane ends
+with CTest's summary line, the source is mounted read-only and every mount is
+undone; CI fails when a lane fails."""
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[3]
+LANE = REPO / "scripts" / "lane.sh"
+TEST_SH = REPO / "scripts" / "test.sh"
+STATUS_USAGE = 2
+STATUS_SKIPPED = 3
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a Debian-root lane runs as root (chroot, mounts)")
+def test_a_lane_of_a_misspelt_suite_fails(fake):
+    r = fake(LANE, "trixy")
+    assert r.returncode == 1
+    assert r.stdout.splitlines()[-1].startswith("lane trixy: failed to set up the root")
+
+
+@pytest.mark.parametrize("args", [[], ["trixie", "--frobnicate"], ["trixie", "--quick"]])
+def test_lane_usage_errors(fake, args):
+    r = fake(LANE, *args)
+    assert r.returncode == STATUS_USAGE
+    assert r.stderr.startswith("portal: lane: usage: ")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a Debian-root lane runs as root (chroot, mounts)")
+def test_lane_of_an_archive_that_gives_no_root_is_skipped_not_failed(fake):
+    r = fake(LANE, "forky", FAKE_DEBOOTSTRAP_FAIL="1")
+    assert r.returncode == STATUS_SKIPPED, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    assert lines[0] == "skipped: forky: debootstrap: E: Couldn't find these debs: libc6"
+    assert lines[-1].startswith("lane forky: skipped (the Debian archive, not Portal")
+    assert fake.calls("chroot") == []
+
+
+CMAKE_ERROR = """\
+-- The CXX compiler identification is GNU 14.2.0
+CMake Error at /usr/share/cmake-3.31/Modules/FindPackageHandleStandardArgs.cmake:233 (message):
+  Could NOT find Python: Found unsuitable version "3.13.5", but required is
+  exact version "3.11" (found /usr/bin/python3)
+Call Stack (most recent call first):
+  /usr/share/cmake-3.31/Modules/FindPython.cmake:673 (find_package_handle_standard_args)
+  cmake/PortalPython.cmake:11 (find_package)
+  CMakeLists.txt:16 (include)
+
+
+-- Configuring incomplete, errors occurred!
+"""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a Debian-root lane runs as root (chroot, mounts)")
+def test_lane_that_cannot_configure_fails_naming_cmakes_error_and_where(fake, tmp_path):
+    error = tmp_path / "cmake-error.txt"
+    error.write_text(CMAKE_ERROR)
+    r = fake(LANE, "trixie", FAKE_LANE="configure-fails", FAKE_CMAKE_ERROR=str(error))
+    assert r.returncode == 1, r.stdout + r.stderr
+    last = r.stdout.splitlines()[-1]
+    assert last.startswith('lane trixie: failed at configure: Could NOT find Python: Found '
+                           'unsuitable version "3.13.5", but required is exact version "3.11" '
+                           '(found /usr/bin/python3) (at cmake/PortalPython.cmake:11) ['), last
+    assert "skipped" not in r.stdout
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a Debian-root lane runs as root (chroot, mounts)")
+@pytest.mark.parametrize("mode, status, summary", [
+    ("tests-fail", 1, "95% tests passed, 1 tests failed out of 20: e2e.training"),
+    ("pass", 0, "100% tests passed, 0 tests failed out of 20"),
+])
+def test_lane_ends_with_ctests_summary_line(fake, mode, status, summary):
+    r = fake(LANE, "trixie", FAKE_LANE=mode, PORTAL_LANE_CTEST_ARGS="-R ^(unit|e2e\\.data)$")
+    assert r.returncode == status, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1].startswith(f"lane trixie: {summary} [")
+    calls = fake.calls()
+    # Source read-only, the lane's build dir and a private /tmp mounted, all unmounted.
+    root = fake.roots / "trixie"
+    assert any(c.startswith("mount -o remount,bind,ro") and c.endswith(f"{root}/portal-src")
+               for c in calls), calls
+    assert any(c.startswith("mount --bind ") and c.endswith(f"{root}/tmp") for c in calls)
+    mounted = {c.split()[-1] for c in calls if c.startswith(("mount -t", "mount --bind", "mount --rbind"))}
+    unmounted = {c.split()[-1] for c in calls if c.startswith("umount")}
+    assert mounted and mounted <= unmounted
+    ctest = Path(str(fake.log) + ".ctest").read_text()
+    assert "PORTAL_PYTHON=/usr/bin/python3" in ctest
+    # PORTAL_LANE_CTEST_ARGS reach CTest as they were given, shell characters and all.
+    args = Path(str(fake.log) + ".ctest-args").read_text().splitlines()
+    assert args[0] == "--output-on-failure" and args[-2:] == ["-R", "^(unit|e2e\\.data)$"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a Debian-root lane runs as root (chroot, mounts)")
+def test_ci_fails_on_a_failed_lane_and_not_on_a_skipped_one(fake):
+    r = fake(TEST_SH, PORTAL_CI_LANES="forky", FAKE_DEBOOTSTRAP_FAIL="1")
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1].startswith("lanes: 0 passed, 0 failed, 1 skipped, in ")
+    assert "lane forky: skipped in " in r.stdout
+    r = fake(TEST_SH, PORTAL_CI_LANES="trixie forky", FAKE_LANE="tests-fail")
+    assert r.returncode == 1, r.stdout + r.stderr
+    lines = r.stdout.splitlines()
+    # Each lane's own last line, then one line per lane, the overall line last.
+    assert lines[-1].startswith("lanes: 0 passed, 2 failed, 0 skipped, in ")
+    assert lines[-3].startswith("lane trixie: FAILED in ") and lines[-2].startswith("lane forky: FAILED in ")
+    assert sum(line.startswith("lane trixie: 95% tests passed, 1 tests failed out of 20")
+               for line in lines) == 1
+    r = fake(TEST_SH, PORTAL_CI_LANES="trixie", FAKE_LANE="pass")
+    assert r.returncode == 0 and r.stdout.splitlines()[-1].startswith("lanes: 1 passed, 0 failed")
+
