@@ -61,12 +61,13 @@ instrumented runs compared in tests/unit/python/test_instrument.py):
   ``f_trace_opcodes`` set, the handler's instructions give ``opcode`` events.
 
 The wrap doubles CPython's static block nesting (``try`` inside the loop, or around
-a while loop, and the handler blocks, limit 20 per code object): loops whose wrap would not fit are left
+a while loop, and the handler blocks, limit 20 per code object on 3.11, 21 on 3.13): loops whose wrap would not fit are left
 unwrapped, innermost first, so any program that compiles still compiles.
 """
 import ast
 
 from _portal import INSTRUMENT_VERSION, reraise
+from _portal.bytecode.tables import T as _BYTECODE
 
 # Part of the instrumented-bytecode cache key: bump on any change of the output.
 VERSION = INSTRUMENT_VERSION
@@ -76,8 +77,9 @@ ITERATION_NAME = "__portal_iteration__"   # iteration.py
 FAKE_OOM_NAME = "__portal_fake_oom__"
 CATCH_NAME = "Exception"
 
-# CPython 3.11 CO_MAXBLOCKS: at most this many frame blocks per code object.
-MAX_BLOCKS = 20
+# CPython's CO_MAXBLOCKS: at most this many frame blocks per code object (3.11: 20,
+# 3.13: 21; the bytecode layer's per-version table).
+MAX_BLOCKS = _BYTECODE.MAX_BLOCKS
 
 _NO_LOC = dict(lineno=-1, col_offset=-1, end_lineno=-1, end_col_offset=-1)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
