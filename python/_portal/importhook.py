@@ -298,18 +298,20 @@ _GET_CODE_CALL_LINE = 6
 
 def _importlib_source_to_code_line():
     """The line of SourceLoader.get_code's call of self.source_to_code (1074 in 3.11.2)."""
-    import opcode
+    from _portal.bytecode.decode import CODE_UNIT, instructions
+    from _portal.bytecode.tables import T
     code = _bootstrap_external.SourceLoader.get_code.__code__
     try:
         index = code.co_names.index("source_to_code")
     except ValueError:
         return None
-    raw = code.co_code
-    ops = {opcode.opmap.get("LOAD_METHOD"), opcode.opmap.get("LOAD_ATTR")}
     positions = list(code.co_positions())
-    for i in range(0, len(raw), 2):
-        if raw[i] in ops and raw[i + 1] == index:
-            return positions[i // 2][0]
+    for ins in instructions(code):
+        # the attribute's name index as the version encodes it (3.11 LOAD_METHOD's
+        # argument; 3.13 LOAD_ATTR's argument >> 1)
+        attr = T.attribute(ins)
+        if attr is not None and attr[0] == index:
+            return positions[ins.op_offset // CODE_UNIT][0]
     return None
 
 
