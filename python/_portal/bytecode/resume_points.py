@@ -228,7 +228,7 @@ def _loop_site(info: Info, loop_line: int, load_k: int, call_k: int) -> LoopSite
            and instrs[j].offset not in targets):
         j -= 1
     if (j >= 0 and instrs[j].opname == "FOR_ITER" and dlist[j] == depth
-            and info.line_of(instrs[j].op_offset) == loop_line):
+            and _for_iter_of(info, instrs[j], loop_line, body_start)):
         is_for = True
         for_iter = instrs[j].offset
     kinds = stack.kinds(info)[k]
@@ -240,6 +240,16 @@ def _loop_site(info: Info, loop_line: int, load_k: int, call_k: int) -> LoopSite
         loop_line=loop_line, handler=handler, depth=depth, body_start=body_start,
         is_for=is_for, iter_slot=depth - 1 if is_for else None, for_iter=for_iter,
         stack_kinds=kinds, rescue_call=instrs[call_k].offset, loop_kind=loop_kind, lasti=lasti)
+
+
+def _for_iter_of(info: Info, for_iter, loop_line: int, body_start: int) -> bool:
+    """Is this FOR_ITER the loop's own?  3.11 puts it on the `for` line; 3.13 on the
+    iterable's (a continuation line of the header, before the body's first line)."""
+    line = info.line_of(for_iter.op_offset)
+    if line is None:
+        return False
+    last = info.line_of(body_start)
+    return line == loop_line or (last is not None and loop_line < line <= last)
 
 
 def _body_span(info: Info, load_k: int, call_k: int):
@@ -500,8 +510,6 @@ def _manager(info: Info, k: int):
     else:
         return None
     i += 1
-    if i < k and instrs[i].opname == "PUSH_NULL" and not null:   # 3.13: after it
-        null, i = True, i + 1
     method = False
     while i < k:
         attr = T.attribute(instrs[i])
@@ -516,6 +524,10 @@ def _manager(info: Info, k: int):
             break
         dotted.append(names[index])
         i += 1
+    if i < k and instrs[i].opname == "PUSH_NULL" and not (null or method):
+        # 3.13: the NULL after the callable (`LOAD_NAME f; PUSH_NULL` at module level;
+        # `module.f(...)` loads the attribute plainly, then PUSH_NULL)
+        null, i = True, i + 1
     if i == k:
         return None if (null or method) else ("value", scope, tuple(dotted))
     if not (null or method):
@@ -526,11 +538,11 @@ def _manager(info: Info, k: int):
     call = instrs[k - 1]
     if call.opname not in ("CALL", "CALL_KW"):
         return None
-    first = k - len(T.CALL_SEQUENCE)
+    first = k - len(T.CALL_SEQUENCE)   # 3.11: the PRECALL; 3.13: the call itself
     if first < i:
         return None
     pre = instrs[first]
-    if pre.opname != T.CALL_SEQUENCE[0] or pre.arg != call.arg:
+    if pre.arg != call.arg or (pre is not call and pre.opname != T.CALL_SEQUENCE[0]):
         return None
     above = _CALLABLE_SLOTS + call.arg + (_KW_NAMES_SLOT if call.opname == "CALL_KW" else 0)
     if depths[i] != base + _CALLABLE_SLOTS or depths[first] != base + above:
