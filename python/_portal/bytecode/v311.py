@@ -26,6 +26,9 @@ TERMINAL = frozenset(OPMAP[n] for n in ("RETURN_VALUE", "RAISE_VARARGS", "RERAIS
 # object; measured: 20 nested for loops compile, 21 do not.
 MAX_BLOCKS = 20
 
+# Blocks a generator's or coroutine's body starts under (3.11: none).
+GENERATOR_BLOCKS = 0
+
 
 def jump_target(op_offset: int, end: int, op: int, arg: int) -> int:
     """Byte offset a relative jump goes to: 3.11 counts from the instruction after

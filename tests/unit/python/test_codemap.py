@@ -1567,3 +1567,44 @@ def test_only_the_named_withs_lose_their_swallowed_path():
     cut = {s.before_with for s in sites if s.manager != ("call", "global", ("contextlib", "suppress"))}
     dead = cm.dead_locals_at(code, off, cut)
     assert {"a", "c", "d", "e"} <= dead and "b" not in dead
+
+
+# --------------------------------------------------------------------------
+# the per-version door
+
+def test_an_unchecked_version_is_refused_in_one_line():
+    from _portal.bytecode import tables
+    assert tables.T.VERSION == VERSION
+    with pytest.raises(tables.UnsupportedPython) as info:
+        tables._select((3, 12, 1))
+    msg = str(info.value)
+    assert "\n" not in msg and msg.startswith("portal: bytecode: CPython 3.12 ")
+    assert "3.11, 3.13" in msg and "--python" in msg
+    assert isinstance(info.value, ImportError)
+
+
+def test_every_stdlib_instruction_has_its_pops_in_the_table():
+    """Each instruction the stdlib compiles to has its popped count in the
+    version's table (fixed, or by argument), not guessed from its net effect;
+    and pops + net effect is never negative (what it pushes)."""
+    from _portal.bytecode import stack
+    from _portal.bytecode.tables import T
+    special = {"COPY", "SWAP", "PUSH_EXC_INFO", "EXTENDED_ARG", "CACHE"}
+    seen = set()
+    for path, co in stdlib_codes()[::SAMPLE_STEP]:
+        for c in all_codes(co):
+            for ins in cm.instructions(c):
+                if ins.opname in special:
+                    continue
+                for jumped in (False, True):
+                    key = (ins.opname, ins.arg if ins.opname in ("BUILD_MAP", "CALL_FUNCTION_EX",
+                                                                  "MAKE_FUNCTION") else None, jumped)
+                    if key in seen:
+                        continue
+                    seen.add(key)
+                    fixed = T.FIXED_POPS.get(ins.opname)
+                    by_arg = T.pops(ins.opname, ins.arg, jumped)
+                    assert fixed is not None or by_arg is not None, ins.opname
+                    popped = stack.pops(ins, jumped)
+                    assert popped + stack.effect(ins.opcode, ins.arg, jumped) >= 0, ins
+    assert len({k[0] for k in seen}) >= 80
