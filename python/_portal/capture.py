@@ -10,6 +10,7 @@ the rescue falls back to the next loop out.
 import inspect
 
 from _portal import _frames, codemap, withexit
+from _portal.bytecode.tables import T as _BYTECODE
 from _portal.state import EMPTY, CallInfo, FrameState
 
 CO_GENERATOR = inspect.CO_GENERATOR
@@ -183,7 +184,8 @@ def _caller_state(frame, callee, callee_is_entry, callee_function):
     if callee_is_entry:
         # Entered through C: only a known pass-through may be skipped.
         operands = _frames.frame_slots(frame, base, base + 2, EMPTY)
-        callable_ = operands[0] if operands[0] is not EMPTY and site.kind == "call" else operands[1]
+        # 3.11: [NULL, callable] or [method, self]; 3.13: [callable, self_or_null]
+        callable_ = _BYTECODE.callable_of(operands, EMPTY, site.kind)
         ok, returns_instance = _passes_through(callable_, callee_function)
         if not ok and operands[0] is EMPTY and _partial_in_call(callable_, callee_function):
             ok, returns_instance = True, False

@@ -14,12 +14,29 @@ into the new one (_frames.gen_inject):
     finished   rebuilt and closed
 Coroutines and async generators are not saved.
 """
+import sys
 import types
 
 from _portal import _frames
+from _portal.bytecode.decode import info as _code_info
 from _portal.state import EMPTY
 
-CREATED, SUSPENDED, RUNNING = -2, -1, 0
+# The generator frame states, as the native layer names them for the running
+# CPython (3.11: created -2, suspended -1, executing 0; 3.13: created -3, suspended
+# -2 at a yield and -1 in a yield from / await, executing 0).  A native module that
+# does not name them is 3.11's, whose numbers these are.
+_STATES_311 = {"FRAME_CREATED": -2, "FRAME_SUSPENDED_STATES": frozenset({-1}),
+               "FRAME_EXECUTING": 0}
+if not hasattr(_frames, "FRAME_CREATED") and sys.version_info[:2] != (3, 11):
+    raise ImportError("portal: generators: the native _frames module names no frame states "
+                      "for this python")
+CREATED = getattr(_frames, "FRAME_CREATED", _STATES_311["FRAME_CREATED"])
+SUSPENDED_STATES = getattr(_frames, "FRAME_SUSPENDED_STATES",
+                           _STATES_311["FRAME_SUSPENDED_STATES"])
+RUNNING = getattr(_frames, "FRAME_EXECUTING", _STATES_311["FRAME_EXECUTING"])
+# A created generator continues at the instruction after its RETURN_GENERATOR's
+# first unit (as it always has: one code unit on).
+_CODE_UNIT = 2
 
 
 def placeholders(code):
@@ -59,12 +76,19 @@ def reduce_generator(gen):
         return _rb_fresh_generator, (function,)
     if state == CREATED:
         locals_ = _frames.gen_slots(gen, 0, nlocalsplus, EMPTY)
-        return _rb_generator, (function, locals_, [], lasti + 2, False)
-    if state == SUSPENDED:
+        return _rb_generator, (function, locals_, [], lasti + _CODE_UNIT, False)
+    if state in SUSPENDED_STATES:
         locals_ = _frames.gen_slots(gen, 0, nlocalsplus, EMPTY)
         stack = _frames.gen_slots(gen, nlocalsplus, stacktop, EMPTY)
-        return _rb_generator, (function, locals_, stack, lasti + 2, True)
+        return _rb_generator, (function, locals_, stack, _after(function.__code__, lasti), True)
     return _rb_finished_generator, (function,)
+
+
+def _after(code, lasti):
+    """Where a generator suspended at the YIELD_VALUE at `lasti` continues: the
+    next instruction (after the yield's caches, were the version to give it any)."""
+    info = _code_info(code)
+    return info.instrs[info.owner(lasti)].end
 
 
 REDUCERS = {types.GeneratorType: reduce_generator}

@@ -298,18 +298,24 @@ _GET_CODE_CALL_LINE = 6
 
 def _importlib_source_to_code_line():
     """The line of SourceLoader.get_code's call of self.source_to_code (1074 in 3.11.2)."""
-    import opcode
+    # Only the tables (opcode): start-up does not pay for the bytecode layer's decoder.
+    from types import SimpleNamespace
+    from _portal.bytecode.tables import T
     code = _bootstrap_external.SourceLoader.get_code.__code__
     try:
         index = code.co_names.index("source_to_code")
     except ValueError:
         return None
     raw = code.co_code
-    ops = {opcode.opmap.get("LOAD_METHOD"), opcode.opmap.get("LOAD_ATTR")}
+    ops = {T.OPMAP[name] for name in ("LOAD_METHOD", "LOAD_ATTR") if name in T.OPMAP}
     positions = list(code.co_positions())
     for i in range(0, len(raw), 2):
-        if raw[i] in ops and raw[i + 1] == index:
-            return positions[i // 2][0]
+        if raw[i] in ops:
+            # the name index as the version encodes it (3.11 LOAD_METHOD's argument;
+            # 3.13 LOAD_ATTR's argument >> 1); get_code has no EXTENDED_ARG
+            attr = T.attribute(SimpleNamespace(opname=T.OPNAME[raw[i]], arg=raw[i + 1]))
+            if attr is not None and attr[0] == index:
+                return positions[i // 2][0]
     return None
 
 

@@ -66,12 +66,13 @@ instrumented runs compared in tests/unit/python/test_instrument.py):
   ``f_trace_opcodes`` set, the handler's instructions give ``opcode`` events.
 
 The wrap doubles CPython's static block nesting (``try`` inside the loop, or around
-a while loop, and the handler blocks, limit 20 per code object): loops whose wrap would not fit are left
+a while loop, and the handler blocks, limit 20 per code object on 3.11, 21 on 3.13): loops whose wrap would not fit are left
 unwrapped, innermost first, so any program that compiles still compiles.
 """
 import ast
 
 from _portal import INSTRUMENT_VERSION, reraise
+from _portal.bytecode.tables import T as _BYTECODE
 
 # Part of the instrumented-bytecode cache key: bump on any change of the output.
 VERSION = INSTRUMENT_VERSION
@@ -81,8 +82,12 @@ ITERATION_NAME = "__portal_iteration__"   # iteration.py
 FAKE_OOM_NAME = "__portal_fake_oom__"
 CATCH_NAME = "Exception"
 
-# CPython 3.11 CO_MAXBLOCKS: at most this many frame blocks per code object.
-MAX_BLOCKS = 20
+# CPython's CO_MAXBLOCKS: at most this many frame blocks per code object (3.11: 20,
+# 3.13: 21; the bytecode layer's per-version table).
+MAX_BLOCKS = _BYTECODE.MAX_BLOCKS
+# A generator's or coroutine's body starts this many blocks deep (3.13: 1, its
+# implicit StopIteration handler; 3.11: 0).
+GENERATOR_BLOCKS = _BYTECODE.GENERATOR_BLOCKS
 
 _NO_LOC = dict(lineno=-1, col_offset=-1, end_lineno=-1, end_col_offset=-1)
 _LOOPS = (ast.For, ast.AsyncFor, ast.While)
@@ -274,6 +279,39 @@ def _is_future(stmt):
         and stmt.level == 0
 
 
+_NESTED_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)
+
+
+def _is_generator_like(fn):
+    """Does the function compile to a generator, coroutine or async generator?"""
+    if isinstance(fn, ast.AsyncFunctionDef):
+        return True
+    todo = list(fn.body)
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.Yield, ast.YieldFrom)):
+            return True
+        if isinstance(node, _NESTED_SCOPES):
+            # a nested scope's yields are its own; its decorators, defaults and
+            # annotations are evaluated here
+            todo.extend(getattr(node, "decorator_list", ()))
+            args = getattr(node, "args", None)
+            if args is not None:
+                todo.extend(d for d in args.defaults + args.kw_defaults if d is not None)
+            todo.extend(getattr(node, "bases", ()))
+            continue
+        todo.extend(ast.iter_child_nodes(node))
+    return False
+
+
+def _scope_start(scope):
+    """Static block depth a def's or class's body starts at."""
+    if GENERATOR_BLOCKS and isinstance(scope, (ast.FunctionDef, ast.AsyncFunctionDef)) \
+            and _is_generator_like(scope):
+        return GENERATOR_BLOCKS
+    return 0
+
+
 class _Rewriter:
     def __init__(self, fake_lines, wrap, training=frozenset(), numpy_random=False):
         self.fake_lines = fake_lines      # line -> [spec index, ...]
@@ -299,7 +337,8 @@ class _Rewriter:
         if isinstance(s, _LOOPS):
             self.loop(s, depth)
         elif isinstance(s, _SCOPES):
-            s.body = self.body(s.body, 0, "class" if isinstance(s, ast.ClassDef) else "def")
+            s.body = self.body(s.body, _scope_start(s),
+                               "class" if isinstance(s, ast.ClassDef) else "def")
         elif isinstance(s, (ast.With, ast.AsyncWith)):
             s.body = self.body(s.body, depth + len(s.items))
         elif isinstance(s, ast.Try) or (_TRY_STAR and isinstance(s, _TRY_STAR)):

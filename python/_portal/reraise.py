@@ -1,4 +1,4 @@
-"""The loop handlers' re-raise leaves the frame where python would (CPython 3.11).
+"""The loop handlers' re-raise leaves the frame where python would (CPython 3.11, 3.13).
 
 A frame that an exception leaves stops on the instruction it was at: its line is
 what `frame.f_lineno` says in the 'return' event of a trace or profile function,
@@ -11,6 +11,10 @@ the instrumenter's handler (instrument.py)::
     RAISE_VARARGS 0
     NO: RERAISE 0
     CLEANUP: COPY 3; POP_EXCEPT; RERAISE 1          (entered with lasti pushed)
+
+(3.13: POP_JUMP_IF_FALSE; no PRECALL, `CALL n` alone; at module and class level
+the PUSH_NULL comes after the LOAD_NAME of the rescue.  The version's facts are
+read from the bytecode layer's tables: bytecode/tables.py.)
 
 re-raises from its own line-less instructions: the frame ends on them, f_lineno
 None.  CPython's `with` statement keeps the line by having the offset of the
@@ -33,10 +37,10 @@ Instructions keep their sizes, offsets and (absent) locations: the body's code,
 the tracebacks, the 'line' and 'exception' events are untouched.  A handler of any
 other shape is left as compiled.
 """
-import opcode
+from _portal.bytecode.tables import T
 
-_OP = opcode.opmap
-_CACHES = opcode._inline_cache_entries
+_OP = T.OPMAP
+_CACHES = T.CACHES
 _EXTENDED_ARG = _OP["EXTENDED_ARG"]
 _PUSH_EXC_INFO = _OP["PUSH_EXC_INFO"]
 _LOAD_GLOBAL = _OP["LOAD_GLOBAL"]
@@ -44,16 +48,21 @@ _LOAD_NAME = _OP["LOAD_NAME"]
 _PUSH_NULL = _OP["PUSH_NULL"]
 _LOAD_CONST = _OP["LOAD_CONST"]
 _CHECK_EXC_MATCH = _OP["CHECK_EXC_MATCH"]
-_POP_JUMP_FORWARD_IF_FALSE = _OP["POP_JUMP_FORWARD_IF_FALSE"]
+# The match's jump to the no-match RERAISE (3.11: POP_JUMP_FORWARD_IF_FALSE).
+_POP_JUMP_IF_FALSE = _OP[T.JUMP_IF_FALSE]
 _POP_TOP = _OP["POP_TOP"]
-_PRECALL = _OP["PRECALL"]
-_CALL = _OP["CALL"]
+# The rescue call's instructions after its arguments, each with the argument count.
+_CALL_SEQUENCE = tuple(_OP[name] for name in T.CALL_SEQUENCE)
+# Where the NULL under (3.11) or over (3.13) the rescue callable is pushed at module level.
+_NULL_BEFORE_NAME = T.CALL_PROTOCOL == "precall"
 _RAISE_VARARGS = _OP["RAISE_VARARGS"]
 _RERAISE = _OP["RERAISE"]
 _COPY = _OP["COPY"]
 _POP_EXCEPT = _OP["POP_EXCEPT"]
 _NOP = _OP["NOP"]
 _JUMP_BACKWARD = _OP["JUMP_BACKWARD"]
+# 3.13 tests a condition's value with TO_BOOL before the jump (3.11 has none).
+_TO_BOOL = _OP.get("TO_BOOL")
 
 # RERAISE's operand: the pushed lasti is this many items below the exception
 # ([lasti, saved exception state, exception]).
@@ -150,45 +159,62 @@ def _handler_at(instrs, k, names, rescue_name):
     if _name_loaded(instrs[k], names) != rescue_name:
         return None
     head = k - 5
-    if instrs[k][1] == _LOAD_NAME:          # PUSH_NULL; LOAD_NAME __portal_rescue__
+    args = k + 1
+    if instrs[k][1] == _LOAD_NAME and _NULL_BEFORE_NAME:    # PUSH_NULL; LOAD_NAME rescue
         if k < 1 or instrs[k - 1][1] != _PUSH_NULL:
             return None
         head = k - 6
+    elif instrs[k][1] == _LOAD_NAME:                        # LOAD_NAME rescue; PUSH_NULL
+        if args >= len(instrs) or instrs[args][1] != _PUSH_NULL:
+            return None
+        args += 1
     if head < 0:
         return None
     shape = [op for _, op, _ in instrs[head:head + 5]]
-    if shape[:1] + shape[2:] != [_PUSH_EXC_INFO, _CHECK_EXC_MATCH, _POP_JUMP_FORWARD_IF_FALSE,
+    if shape[:1] + shape[2:] != [_PUSH_EXC_INFO, _CHECK_EXC_MATCH, _POP_JUMP_IF_FALSE,
                                  _POP_TOP]:
         return None
     if _name_loaded(instrs[head + 1], names) != "Exception":
         return None
-    j = k + 1
+    j = args
     while j < len(instrs) and instrs[j][1] == _LOAD_CONST:
         j += 1
-    nargs = j - k - 1
-    if nargs < 1 or j + 4 >= len(instrs):
+    nargs = j - args
+    ncall = len(_CALL_SEQUENCE)
+    if nargs < 1 or j + ncall + 2 >= len(instrs):
         return None
-    tail = [(op, arg) for _, op, arg in instrs[j:j + 5]]
+    if [(op, arg) for _, op, arg in instrs[j:j + ncall]] != [(op, nargs) for op in _CALL_SEQUENCE]:
+        return None
+    after = j + ncall                  # what follows the rescue call
     skip_room = None
-    if tail[:3] == [(_PRECALL, nargs), (_CALL, nargs), (_POP_JUMP_FORWARD_IF_FALSE, tail[2][1])]:
-        # A for loop's `if rescue(...): ROOM; continue`, then `raise` (instrument.py).
-        cont = [op for _, op, _ in instrs[j + 3:j + 9]]
-        if (len(cont) < 6 or _name_loaded(instrs[j + 3], names) != rescue_name
+    cond = after + 1 if _TO_BOOL is not None and instrs[after][1] == _TO_BOOL else after
+    if instrs[cond][1] == _POP_JUMP_IF_FALSE:
+        # A for loop's `if rescue(...): ROOM; continue`, then `raise` (instrument.py);
+        # 3.13 tests the call's value with TO_BOOL first.
+        cont = [op for _, op, _ in instrs[cond + 1:cond + 7]]
+        if (len(cont) < 6 or _name_loaded(instrs[cond + 1], names) != rescue_name
                 or cont[1:] != [_POP_TOP, _POP_EXCEPT, _JUMP_BACKWARD, _RAISE_VARARGS, _RERAISE]
-                or instrs[j + 7][2] != 0 or instrs[j + 8][2] != 0):
+                or instrs[cond + 5][2] != 0 or instrs[cond + 6][2] != 0):
             return None
-        cond_off, _, cond_arg = instrs[j + 2]
-        if cond_off + 2 + 2 * _CACHES[_POP_JUMP_FORWARD_IF_FALSE] + 2 * cond_arg != instrs[j + 7][0]:
+        cond_off, _, cond_arg = instrs[cond]
+        if cond_off + 2 + 2 * _CACHES[_POP_JUMP_IF_FALSE] + 2 * cond_arg != instrs[cond + 5][0]:
             return None
-        skip_room = (instrs[j + 3][0], instrs[j + 5][0] + 2)   # ROOM .. end of POP_EXCEPT
-        j += 4           # RAISE_VARARGS and RERAISE now at j + 3, j + 4 as below
-    elif tail != [(_PRECALL, nargs), (_CALL, nargs), (_POP_TOP, 0), (_RAISE_VARARGS, 0), (_RERAISE, 0)]:
+        skip_room = (instrs[cond + 1][0], instrs[cond + 3][0] + 2)   # ROOM .. end of POP_EXCEPT
+        raise_k = cond + 5
+    elif [(op, arg) for _, op, arg in instrs[after:after + 3]] == [(_POP_TOP, 0), (_RAISE_VARARGS, 0),
+                                                                   (_RERAISE, 0)]:
+        raise_k = after + 1
+    else:
         return None
-    no_match = instrs[j + 4][0]
+        return None
+    if raise_k + 1 >= len(instrs):
+        return None
+    no_match = instrs[raise_k + 1][0]
     jump_off, _, jump_arg = instrs[head + 3]
-    if jump_off + 2 + 2 * _CACHES[_POP_JUMP_FORWARD_IF_FALSE] + 2 * jump_arg != no_match:
+    # a forward jump counts from the end of its caches (3.11's has none)
+    if jump_off + 2 + 2 * _CACHES[_POP_JUMP_IF_FALSE] + 2 * jump_arg != no_match:
         return None
-    return instrs[head][0], instrs[head + 4][0], instrs[j + 3][0], no_match, nargs, skip_room
+    return instrs[head][0], instrs[head + 4][0], instrs[raise_k][0], no_match, nargs, skip_room
 
 
 def _patch_code(code, rescue_name):

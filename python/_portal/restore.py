@@ -19,7 +19,8 @@ import os
 import random
 import sys
 
-from _portal import _frames, _toplevel
+from _portal import _frames, _toplevel, codemap
+from _portal.bytecode.tables import T as _BYTECODE
 from _portal.codeindex import CodeChanged
 from _portal.generators import placeholders as _placeholders
 from _portal.state import EMPTY
@@ -56,10 +57,16 @@ def build_chain(frames, main_code):
             args, kwargs = _placeholders(callee.__code__)
             extra = {} if call.result is EMPTY else {"result": call.result}
             reenter = _frames.Reenter(callee, args, kwargs, **extra)
+            # the call's two callable slots, in the version's order (3.11: [NULL,
+            # Reenter]; 3.13: [Reenter, NULL]), then placeholder operands
+            stack += _BYTECODE.reenter_operands(reenter, EMPTY)
             if call.kind == "call":
-                stack += [EMPTY, reenter] + [None] * call.nargs
+                stack += [None] * call.nargs
+                if _BYTECODE.CALL_PROTOCOL == "call_kw" and call.has_kwargs:
+                    # 3.13's CALL_KW takes the keyword names' tuple from the stack
+                    stack.append(codemap.call_site(code, fs.offset).kw_names)
             else:  # call_ex: f(*args, **kwargs) with the callable's operands re-made
-                stack += [EMPTY, reenter, ()] + ([{}] if call.has_kwargs else [])
+                stack += [()] + ([{}] if call.has_kwargs else [])
         chain.append((code, fs.locals, stack, fs.offset))
     return chain
 

@@ -39,9 +39,10 @@ def _exec_line(runpy):
         index = code.co_names.index("exec")
     except ValueError:
         return None
-    load_global = 116   # opcode.opmap["LOAD_GLOBAL"] in 3.11; dis is not imported for this
+    from _portal.bytecode.tables import T    # the version's opcode numbers (opcode only)
+    load_global = T.OPMAP["LOAD_GLOBAL"]
     for i in range(0, len(raw), 2):
-        if raw[i] == load_global and raw[i + 1] >> 1 == index:
+        if raw[i] == load_global and T.global_name(raw[i + 1]) == index:
             return positions[i // 2][0]
     return None
 

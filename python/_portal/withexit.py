@@ -162,7 +162,8 @@ def exit_never_suppresses(cls, after=None, depth=0):
         instrs = codemap.instructions(code)
     except codemap.CodeMapError:
         return False
-    returns = [k for k, ins in enumerate(instrs) if ins.opname == "RETURN_VALUE"]
+    # 3.13 returns a constant with RETURN_CONST (no LOAD_CONST before it)
+    returns = [k for k, ins in enumerate(instrs) if ins.opname in ("RETURN_VALUE", "RETURN_CONST")]
     if not returns:
         return True             # never returns: it raises
     for k in returns:
@@ -176,6 +177,9 @@ def exit_never_suppresses(cls, after=None, depth=0):
 
 
 def _returns_false_constant(code, instrs, k):
+    if instrs[k].opname == "RETURN_CONST":
+        value = code.co_consts[instrs[k].arg]
+        return value is None or value is False
     if k == 0 or instrs[k - 1].opname != "LOAD_CONST":
         return False
     value = code.co_consts[instrs[k - 1].arg]

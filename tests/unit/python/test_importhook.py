@@ -16,6 +16,9 @@ from importlib.util import MAGIC_NUMBER
 
 import pytest
 
+# The interpreter's .pyc tag (cpython-311, cpython-313).
+TAG = sys.implementation.cache_tag
+
 import _portal
 from _portal import importhook
 
@@ -305,8 +308,8 @@ def test_normal_pyc_never_written_or_used(proj):
     # (a directory others may write into); libmod (not user code) is compiled by
     # python itself as usual
     assert not any("portal" in n for n in names), names
-    assert "__pycache__/app.cpython-311.pyc" not in names
-    assert "sp/site-packages/__pycache__/libmod.cpython-311.pyc" in names
+    assert f"__pycache__/app.{TAG}.pyc" not in names
+    assert f"sp/site-packages/__pycache__/libmod.{TAG}.pyc" in names
     # ours live in the store, private
     assert len(entries(proj)) == 4 and all(".portal-1.pyc" in n for n in entries(proj))
     assert os.stat(cache_dir(proj)).st_mode & 0o777 == 0o700
@@ -316,7 +319,7 @@ def test_normal_pyc_never_written_or_used(proj):
     # a plain python then writes and uses its own, uninstrumented
     plain = run(proj, "plain")
     assert not plain["instrumented"]["app"]
-    normal = proj / "__pycache__" / "app.cpython-311.pyc"
+    normal = proj / "__pycache__" / f"app.{TAG}.pyc"
     assert "__portal_rescue__" not in _load_pyc_names(normal)
     before = normal.read_bytes(), normal.stat().st_mtime_ns
     # the hook neither loads nor replaces python's .pyc
@@ -482,7 +485,7 @@ def test_pycache_prefix_gets_nothing_of_ours(proj, tmp_path):
     assert out["instrumented"]["app"]
     assert listing(proj) == []
     found = [p.name for p in prefix.rglob("*.pyc")]
-    assert not any("portal" in n for n in found) and "app.cpython-311.pyc" not in found
+    assert not any("portal" in n for n in found) and f"app.{TAG}.pyc" not in found
     assert len(entries(proj)) == 4
 
 
@@ -494,7 +497,7 @@ def test_compile_main_uses_the_cache_and_its_own_filename(proj):
     assert out["main"] == [[dotted, True], [str(proj / "main.py"), True]]
     assert [c for c in out["compiled"] if c.endswith("main.py")] == ["./main.py"]
     assert entry(proj, "main").exists()
-    assert not (proj / "__pycache__" / "main.cpython-311.pyc").exists()
+    assert not (proj / "__pycache__" / f"main.{TAG}.pyc").exists()
 
 
 def test_compile_main_syntax_error_is_pythons(tmp_path):

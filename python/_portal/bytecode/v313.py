@@ -1,0 +1,204 @@
+"""CPython 3.13's bytecode, as the bytecode layer needs it: one table per fact.
+
+Only `tables.py` imports this module (on 3.13); everything else reads the facts
+through `tables.T`.  What differs from 3.11 (v311.py), from CPython 3.13's
+Python/bytecodes.c and Lib/dis.py, and checked against 3.13's own `dis` on its
+stdlib (tests/unit/python/test_codemap.py):
+
+* caches: `opcode._inline_cache_entries` is a dict keyed by name; jumps have
+  caches too (FOR_ITER, JUMP_BACKWARD, POP_JUMP_IF_*, SEND), and a relative jump
+  counts from the end of its caches;
+* calls: no PRECALL, no KW_NAMES.  `CALL n` takes [callable, self_or_null,
+  args...] (the callable first: LOAD_GLOBAL's and LOAD_ATTR's low bit push the NULL
+  *after* the callable); `CALL_KW n` takes the same plus a tuple of keyword names
+  on top (pushed by a LOAD_CONST); CALL_FUNCTION_EX takes [func, NULL, args(,
+  kwargs)];
+* LOAD_ATTR's argument is name << 1 | method (LOAD_METHOD is gone);
+* new instructions: END_FOR/END_SEND, RETURN_CONST, TO_BOOL, CALL_INTRINSIC_1/2,
+  LOAD_FAST_LOAD_FAST, STORE_FAST_LOAD_FAST, STORE_FAST_STORE_FAST (two locals in
+  one argument, 4 bits each), LOAD_FAST_CHECK, LOAD_FAST_AND_CLEAR (inlined
+  comprehensions, PEP 709: the outer value saved on the stack and stored back),
+  LOAD_SUPER_ATTR, SET_FUNCTION_ATTRIBUTE, FORMAT_SIMPLE/FORMAT_WITH_SPEC,
+  BINARY_SLICE/STORE_SLICE, EXIT_INIT_CHECK;
+* a with statement's handler tests __exit__'s result with TO_BOOL, POP_JUMP_IF_TRUE;
+* the exception table keeps 3.11's format (6-bit varints, start marker bit 7).
+"""
+import opcode
+
+VERSION = (3, 13)
+
+# Real opcodes only: the pseudo-instructions (>= 256) never reach co_code.
+_REAL = 256
+OPNAME = tuple(opcode.opname[:_REAL])
+OPMAP = {k: v for k, v in opcode.opmap.items() if v < _REAL}
+EXTENDED_ARG = opcode.EXTENDED_ARG
+HAS_ARG = frozenset(op for op in opcode.hasarg if op < _REAL)
+CACHES = tuple(opcode._inline_cache_entries.get(OPNAME[op], 0) for op in range(_REAL))
+HASJREL = frozenset(op for op in opcode.hasjrel if op < _REAL)
+HASJABS = frozenset(op for op in getattr(opcode, "hasjabs", ()) if op < _REAL)
+BACKWARD = frozenset(OPMAP[n] for n in ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"))
+UNCONDITIONAL = frozenset(OPMAP[n] for n in (
+    "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"))
+TERMINAL = frozenset(OPMAP[n] for n in (
+    "RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE"))
+
+# CO_MAXBLOCKS (Include/internal/pycore_compile.h in 3.13): measured, 21 nested for
+# loops compile, 22 do not.
+MAX_BLOCKS = 21
+
+# Blocks a generator's or coroutine's body starts under (3.13: one, the implicit handler that turns a StopIteration
+# leaving the body into a RuntimeError (measured: 21 nested for loops compile in a
+# plain function, 20 in a generator or coroutine)).
+GENERATOR_BLOCKS = 1
+
+
+def jump_target(op_offset: int, end: int, op: int, arg: int) -> int:
+    """Byte offset a relative jump goes to: 3.13 counts from the end of the
+    jump's caches (`end`), as dis._get_jump_target does."""
+    if op in BACKWARD:
+        return end - 2 * arg
+    return end + 2 * arg
+
+
+def stack_effect(op: int, arg, jumped: bool) -> int:
+    # RETURN_GENERATOR counts its push of the first sent value (None) already.
+    return opcode.stack_effect(op, arg if op in HAS_ARG else None, jump=jumped)
+
+
+# How many stack items an instruction consumes (or replaces), from the stack
+# comments of 3.13's bytecodes.c (an item kept in place, as CHECK_EXC_MATCH's
+# left operand or GET_LEN's object, is not consumed).  Variable ones in pops().
+FIXED_POPS = {
+    "NOP": 0, "RESUME": 0, "POP_TOP": 1, "PUSH_NULL": 0, "END_FOR": 1,
+    "END_SEND": 2, "UNARY_NEGATIVE": 1, "UNARY_NOT": 1, "UNARY_INVERT": 1,
+    "TO_BOOL": 1, "BINARY_OP": 2, "BINARY_SUBSCR": 2, "BINARY_SLICE": 3,
+    "STORE_SLICE": 4, "STORE_SUBSCR": 3, "DELETE_SUBSCR": 2, "GET_LEN": 0,
+    "MATCH_MAPPING": 0, "MATCH_SEQUENCE": 0, "MATCH_KEYS": 0, "MATCH_CLASS": 3,
+    "CHECK_EXC_MATCH": 1, "CHECK_EG_MATCH": 2, "WITH_EXCEPT_START": 0,
+    "GET_AITER": 1, "GET_ANEXT": 0, "BEFORE_ASYNC_WITH": 1, "BEFORE_WITH": 1,
+    "END_ASYNC_FOR": 2, "CLEANUP_THROW": 3, "GET_ITER": 1, "GET_YIELD_FROM_ITER": 1,
+    "GET_AWAITABLE": 1, "LOAD_BUILD_CLASS": 0, "LOAD_ASSERTION_ERROR": 0,
+    "LOAD_LOCALS": 0, "RETURN_GENERATOR": 0, "RETURN_VALUE": 1, "RETURN_CONST": 0,
+    "SETUP_ANNOTATIONS": 0, "YIELD_VALUE": 1, "POP_EXCEPT": 1, "EXIT_INIT_CHECK": 1,
+    "MAKE_FUNCTION": 1, "SET_FUNCTION_ATTRIBUTE": 2, "FORMAT_SIMPLE": 1,
+    "FORMAT_WITH_SPEC": 2, "CONVERT_VALUE": 1, "CALL_INTRINSIC_1": 1,
+    "CALL_INTRINSIC_2": 2, "STORE_NAME": 1, "DELETE_NAME": 0, "UNPACK_SEQUENCE": 1,
+    "UNPACK_EX": 1, "STORE_ATTR": 2, "DELETE_ATTR": 1, "STORE_GLOBAL": 1,
+    "DELETE_GLOBAL": 0, "LOAD_CONST": 0, "LOAD_NAME": 0, "LOAD_GLOBAL": 0,
+    "LOAD_ATTR": 1, "LOAD_SUPER_ATTR": 3, "LOAD_FROM_DICT_OR_GLOBALS": 1,
+    "LOAD_FROM_DICT_OR_DEREF": 1, "COMPARE_OP": 2, "IS_OP": 2, "CONTAINS_OP": 2,
+    "IMPORT_NAME": 2, "IMPORT_FROM": 0, "JUMP_FORWARD": 0, "JUMP_BACKWARD": 0,
+    "JUMP_BACKWARD_NO_INTERRUPT": 0, "POP_JUMP_IF_FALSE": 1, "POP_JUMP_IF_TRUE": 1,
+    "POP_JUMP_IF_NONE": 1, "POP_JUMP_IF_NOT_NONE": 1, "LOAD_FAST": 0,
+    "LOAD_FAST_CHECK": 0, "LOAD_FAST_AND_CLEAR": 0, "LOAD_FAST_LOAD_FAST": 0,
+    "STORE_FAST": 1, "STORE_FAST_LOAD_FAST": 1, "STORE_FAST_STORE_FAST": 2,
+    "DELETE_FAST": 0, "MAKE_CELL": 0, "LOAD_DEREF": 0, "STORE_DEREF": 1,
+    "DELETE_DEREF": 0, "COPY_FREE_VARS": 0, "LIST_APPEND": 1, "SET_ADD": 1,
+    "MAP_ADD": 2, "LIST_EXTEND": 1, "SET_UPDATE": 1, "DICT_MERGE": 1,
+    "DICT_UPDATE": 1, "FOR_ITER": 0, "SEND": 1, "RERAISE": 1,
+}
+
+_ARG_POPS = frozenset(("BUILD_TUPLE", "BUILD_LIST", "BUILD_SET", "BUILD_STRING",
+                       "BUILD_SLICE", "RAISE_VARARGS"))
+
+
+def pops(name: str, arg, jumped: bool):
+    """Items consumed by a variable-count instruction; None: use the table or
+    -stack_effect."""
+    if name in _ARG_POPS:
+        return arg
+    if name == "BUILD_MAP":
+        return 2 * arg
+    if name == "BUILD_CONST_KEY_MAP":
+        return arg + 1
+    if name == "CALL":
+        return arg + 2
+    if name == "CALL_KW":
+        return arg + 3
+    if name == "CALL_FUNCTION_EX":
+        return 3 + (arg & 1)
+    return None
+
+
+PUSH_KINDS = {
+    "GET_ITER": ("iter",),
+    "GET_AITER": ("aiter",),
+    "BEFORE_WITH": ("exit", "unknown"),
+    "BEFORE_ASYNC_WITH": ("exit", "unknown"),
+}
+
+# -- fast locals (liveness) ----------------------------------------------------
+
+_NONE = ((), ())
+_LOW4 = 15
+_ONE_READ = frozenset(OPMAP[n] for n in (
+    "LOAD_FAST", "LOAD_FAST_CHECK", "DELETE_FAST",
+    # saves the outer value of an inlined comprehension's variable on the stack;
+    # the STORE_FAST after the comprehension puts it back: a read of the value
+    "LOAD_FAST_AND_CLEAR"))
+_LOAD_FAST_LOAD_FAST = OPMAP["LOAD_FAST_LOAD_FAST"]
+_STORE_FAST = OPMAP["STORE_FAST"]
+_STORE_FAST_LOAD_FAST = OPMAP["STORE_FAST_LOAD_FAST"]
+_STORE_FAST_STORE_FAST = OPMAP["STORE_FAST_STORE_FAST"]
+
+
+def fast_uses_defs(op: int, arg):
+    """(slots read, slots written) of fast locals by one instruction.  A read and a
+    write of the same slot in one instruction (STORE_FAST_LOAD_FAST x, x) counts
+    as a read of the old value too: more live, never less."""
+    if op in _ONE_READ:
+        return (arg,), ()
+    if op == _STORE_FAST:
+        return (), (arg,)
+    if op == _LOAD_FAST_LOAD_FAST:
+        return (arg >> 4, arg & _LOW4), ()
+    if op == _STORE_FAST_LOAD_FAST:
+        return (arg & _LOW4,), (arg >> 4,)
+    if op == _STORE_FAST_STORE_FAST:
+        return (), (arg >> 4, arg & _LOW4)
+    return _NONE
+
+
+# -- names ------------------------------------------------------------------------
+
+def global_name(arg: int) -> int:
+    """co_names index of a LOAD_GLOBAL (its low bit: push NULL after the value)."""
+    return arg >> 1
+
+
+def global_pushes_null(arg: int) -> bool:
+    return bool(arg & 1)
+
+
+def attribute(ins):
+    """(co_names index, is a method load) of an attribute load, or None."""
+    if ins.opname == "LOAD_ATTR":
+        return ins.arg >> 1, bool(ins.arg & 1)
+    return None
+
+
+# -- the call protocol -------------------------------------------------------------
+#
+# 3.13: [callable, self_or_null], then the arguments, then (CALL_KW) the keyword
+# names' tuple; the call instruction itself is where a caller resumes.
+CALL_PROTOCOL = "call_kw"
+CALL_SEQUENCE = ("CALL",)
+
+
+def reenter_operands(reenter, null):
+    """The two slots below a call's arguments that make the call call `reenter`."""
+    return [reenter, null]
+
+
+def callable_of(operands, null, kind):
+    """The object a call calls, from its two slots below the arguments: always the
+    first ([callable, self_or_null]; call_ex: [func, NULL])."""
+    return operands[0]
+
+
+# The forward conditional jump an `except E:` clause takes when E does not match.
+JUMP_IF_FALSE = "POP_JUMP_IF_FALSE"
+
+# -- with statements -----------------------------------------------------------------
+
+WITH_HANDLER = ("PUSH_EXC_INFO", "WITH_EXCEPT_START", "TO_BOOL", "POP_JUMP_IF_TRUE")
