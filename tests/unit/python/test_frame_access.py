@@ -339,6 +339,36 @@ def test_cancelling_the_resume_puts_back_the_function_in_place(probe):
             probe.remove()
 
 
+def test_the_hook_chains_to_torch_dynamo_and_puts_it_back():
+    try:
+        from torch._C._dynamo import eval_frame
+    except ImportError:
+        pytest.skip("torch 2.x's Dynamo is not installed (Debian 12's torch 1.13 has none)")
+    seen = []
+
+    def callback(frame, *rest):  # Dynamo's callback: None runs the frame as it is
+        seen.append(frame.f_code.co_name)
+        return None
+
+    previous = eval_frame.set_eval_frame(callback)
+    try:
+        _frames.resume(_chain_for_twice_plus_one(100), EMPTY)
+        assert _calls_twice_plus_one() == 101
+        assert "_calls_twice_plus_one" in seen and "_helper" in seen
+        assert "_twice_plus_one" not in seen  # the frame Portal filled ran as injected
+        assert _frames.resume_pending() == 0
+        assert _frames.eval_hook_installed()  # Dynamo's, put back
+        # Dynamo passes each code to its callback once (None marks it to skip): a
+        # code it has not seen yet shows that its callback is in place again
+        def not_seen_before():
+            return 1
+        not_seen_before()
+        assert "not_seen_before" in seen
+    finally:
+        _frames.resume_cancel()
+        eval_frame.set_eval_frame(previous)
+
+
 # ---- Reenter and the recursion accounting -------------------------------------------------
 
 def _depth_left(n=0):
