@@ -444,6 +444,26 @@ def test_untraced_calls_are_seen_by_no_tracer_or_profiler():
     assert ("trace", "call", "hidden") in events
 
 
+def test_untraced_calls_run_with_recursion_levels_lent_at_the_limit():
+    def needs_frames(n):
+        return 0 if n == 0 else needs_frames(n - 1) + 1
+
+    untraced = _toplevel.Untraced(needs_frames)
+    deepest = [0]
+
+    def at_the_limit(depth=0):
+        deepest[0] = max(deepest[0], depth)
+        try:
+            return at_the_limit(depth + 1)
+        except RecursionError:
+            # the deepest frame handles it, where no Python call fits any more
+            return depth, untraced(50)
+
+    depth, value = at_the_limit()
+    assert value == 50
+    assert depth == deepest[0]  # not a frame nearer the bottom after a second RecursionError
+
+
 # ---- the fake-OOM trigger ------------------------------------------------------------------
 
 def test_fake_oom_raises_on_the_configured_hit():
