@@ -284,6 +284,28 @@ def test_resume_runs_a_function_frame_from_the_injected_offset():
     assert _twice_plus_one(0) == 1
 
 
+def _make_adder():
+    k = 10
+
+    def adder(x):
+        y = x + k  # resumed here: MAKE_CELL and COPY_FREE_VARS are behind
+        return y, (lambda: y)()
+    return adder
+
+
+def test_resume_past_the_cell_set_up_takes_cells_as_given_and_free_variables_from_the_closure():
+    adder = _make_adder()
+    code = adder.__code__
+    assert code.co_cellvars == ("y",) and code.co_freevars == ("k",)
+    cell = types.CellType()  # y's cell, as the capture saves it (shared with closures)
+    locals_ = [5, cell, "not k"]  # x, then the cell of y, then the free variable k
+    line = code.co_firstlineno + 1
+    _frames.resume([(code, locals_, [], first_offset_of_line(code, line))], EMPTY)
+    assert adder(0) == (15, 15)  # x injected, k from the closure, y written into the cell
+    assert cell.cell_contents == 15
+    assert adder(1) == (11, 11)
+
+
 def test_resume_refuses_a_bad_entry_and_leaves_no_hook():
     with pytest.raises(TypeError, match="must be"):
         _frames.resume([(1, 2)], EMPTY)
