@@ -306,6 +306,40 @@ def test_resume_past_the_cell_set_up_takes_cells_as_given_and_free_variables_fro
     assert adder(1) == (11, 11)
 
 
+def _numbers(n):
+    i = 0
+    while i < n:
+        yield i
+        i += 1  # the generator is resumed here
+
+
+def _sum_numbers(n):
+    total = 0
+    for v in _numbers(n):  # the caller is resumed at this FOR_ITER
+        total += v
+    return total
+
+
+def test_resume_a_caller_at_its_for_loop_and_the_generator_it_drives():
+    caller, gen = _sum_numbers.__code__, _numbers.__code__
+    caller_locals = [EMPTY] * caller.co_nlocals
+    caller_locals[slot_index(caller, "n")] = 5
+    caller_locals[slot_index(caller, "total")] = 100
+    gen_locals = [EMPTY] * gen.co_nlocals
+    gen_locals[slot_index(gen, "n")] = 5
+    gen_locals[slot_index(gen, "i")] = 3
+    chain = [
+        # FOR_ITER with the generator on the stack: a fresh one, whose frame the hook
+        # fills when FOR_ITER first resumes it (the None its first send pushed goes)
+        (caller, caller_locals, [_numbers(0)], offset_of(caller, "FOR_ITER")),
+        (gen, gen_locals, [], first_offset_of_line(gen, gen.co_firstlineno + 4)),
+    ]
+    _frames.resume(chain, EMPTY)
+    assert _sum_numbers(0) == 104  # i = 3 -> 4 is yielded once more, added to 100
+    assert _frames.resume_pending() == 0
+    assert _sum_numbers(5) == 10
+
+
 def test_resume_refuses_a_bad_entry_and_leaves_no_hook():
     with pytest.raises(TypeError, match="must be"):
         _frames.resume([(1, 2)], EMPTY)
