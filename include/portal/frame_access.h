@@ -1,9 +1,11 @@
 /* frame_access.h: the only door to CPython's per-version frame internals.
  *
  * Everything that depends on the layout of _PyInterpreterFrame, _PyCFrame,
- * PyThreadState or generator objects lives in src/native/frame_access.c, which
+ * PyThreadState or generator objects lives in one file per CPython version,
+ * src/native/frame_access_3XX.c, chosen by src/native/frame_access.c, which
  * refuses to build for a Python version whose layout has not been checked.
- * Callers see only the narrow operations below.  All need the GIL.
+ * Callers see only the narrow operations below, the same on every version.  All
+ * need the GIL.
  *
  * Reference conventions: "borrowed" results must not be decref'ed and are valid
  * while the frame lives; "new" results are owned by the caller.
@@ -42,6 +44,9 @@ void portal_frame_reattach(portal_frame_link link);
 void portal_recursion_shift(int levels);
 /* Recursion levels this thread has left before RecursionError. */
 int portal_recursion_remaining(void);
+/* Levels of that recursion depth that a call through a C type's tp_call counts
+ * (3.11: one, the shared counter; 3.12+: none, it counts C levels apart). */
+int portal_tp_call_levels(void);
 
 /* ---- calls no tracer sees ---------------------------------------------------- */
 
@@ -49,7 +54,7 @@ int portal_recursion_remaining(void);
  * portal_trace_resume() gives no trace or profile events (as inside a trace
  * function).  Pairs nest; each resume undoes exactly its pause. */
 typedef struct portal_trace_pause {
-    int use_tracing; /* the running C frame's flag before the pause */
+    int use_tracing; /* 3.11: the running C frame's flag before the pause; else unused */
 } portal_trace_pause;
 
 portal_trace_pause portal_trace_pause_begin(void);
@@ -76,10 +81,24 @@ int portal_iframe_stacktop(portal_iframe *f);
 int portal_iframe_is_entry(portal_iframe *f);
 /* The function being run (borrowed; NULL for module and class bodies). */
 PyObject *portal_iframe_function(portal_iframe *f);
-/* The generator's frame state: -2 created, -1 suspended, 0 running, 1 completed,
- * 4 cleared (CPython's PyFrameState). */
+/* CPython's PyFrameState values, which differ between versions (3.11: created -2,
+ * suspended -1; 3.13: created -3, suspended -2, suspended in `yield from`/await -1):
+ * compare a state only with these (exported to Python as _frames.FRAME_*). */
+typedef struct portal_frame_states {
+    int created;
+    int suspended;            /* at a yield */
+    int suspended_yield_from; /* 3.12+: at the yield of a `yield from`/await; 3.11: = suspended */
+    int executing;
+    int completed;
+    int cleared;
+} portal_frame_states;
+extern const portal_frame_states portal_frame_state;
+
+/* The generator's frame state, one of portal_frame_state. */
 int portal_gen_frame_state(PyObject *gen);
-/* Byte offset of the instruction before the next one to run (f_lasti). */
+/* Byte offset of the instruction before the next one to run, for a frame that is
+ * not running its own instruction: a created generator's RETURN_GENERATOR, a
+ * suspended one's YIELD_VALUE (the next instruction is 2 bytes on, on every version). */
 int portal_iframe_lasti(portal_iframe *f);
 
 /* ---- writing a frame that has not started, or a suspended generator ---------- */
@@ -97,14 +116,31 @@ void portal_gen_mark_suspended(PyObject *gen);
 /* ---- the frame-evaluation hook (restore only) ------------------------------- */
 
 /* Called for each frame while installed; must return the frame's result as
- * _PyEval_EvalFrameDefault does (it may call portal_eval_default). */
+ * _PyEval_EvalFrameDefault does: by portal_eval_previous() for a frame it leaves
+ * alone, by portal_eval_default() for a frame it has injected. */
 typedef PyObject *(*portal_eval_hook)(PyThreadState *tstate, portal_iframe *f, int throwflag);
+/* Install `hook` over the frame-evaluation function in place now (CPython's own, or
+ * another's such as torch Dynamo's), which it chains to.  Installing again while
+ * installed only replaces the hook. */
 void portal_eval_hook_install(portal_eval_hook hook);
-/* Back to CPython's own evaluation, at full speed (no hook at all). */
+/* Put back the function that was in place before portal_eval_hook_install (no hook
+ * at all, full speed, when that was CPython's own).  If another function has been
+ * installed over Portal's since, it is left in place (and chains on to nothing of
+ * Portal's: the hook is forgotten). */
 void portal_eval_hook_remove(void);
+/* Evaluate `f` with the function that was in place before the hook. */
+PyObject *portal_eval_previous(PyThreadState *tstate, portal_iframe *f, int throwflag);
+/* Evaluate `f` with CPython's own loop: the only one that resumes a frame at the
+ * instruction injected (another evaluation function would start it over). */
 PyObject *portal_eval_default(PyThreadState *tstate, portal_iframe *f, int throwflag);
+/* Give back `f`, which the hook will not run, with the exception set: returns NULL
+ * once the frame is cleaned up as its evaluation would have (3.12+: by the eval
+ * loop, which must see it; 3.11: by the caller). */
+PyObject *portal_eval_unrun(PyThreadState *tstate, portal_iframe *f);
 /* True while any frame-evaluation function (Portal's or another) is installed. */
 int portal_eval_hook_active(void);
+/* True while Portal's hook is the one installed. */
+int portal_eval_hook_installed(void);
 PyCodeObject *portal_iframe_code(portal_iframe *f); /* borrowed */
 
 #ifdef __cplusplus

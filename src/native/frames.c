@@ -178,7 +178,7 @@ static PyObject *frames_gen_inject(PyObject *self, PyObject *args)
     if (f == NULL) {
         return NULL;
     }
-    if (portal_gen_frame_state(gen) != -2 /* FRAME_CREATED */) {
+    if (portal_gen_frame_state(gen) != portal_frame_state.created) {
         PyErr_SetString(PyExc_ValueError, "gen_inject: the generator has already started");
         return NULL;
     }
@@ -192,10 +192,6 @@ static PyObject *frames_gen_inject(PyObject *self, PyObject *args)
 }
 
 /* ---- Reenter -------------------------------------------------------------------- */
-
-/* Recursion levels a call of a Reenter counts (CPython's tp_call path) that the
- * Python call it replays does not. */
-#define REENTER_CALL_LEVELS 1
 
 typedef struct {
     PyObject_HEAD
@@ -238,11 +234,12 @@ static PyObject *reenter_call(ReenterObject *self, PyObject *args, PyObject *kwa
 {
     (void)args;
     (void)kwargs;
-    /* Calling this object (a C type's tp_call) counted a level of recursion that
-     * the call it replays, of a Python function, does not: the program's depth
-     * would be one deeper per re-entered caller.  Given back while the callee runs.
-     * Cls(...) (a result is given) counts one for type.__call__ too: no credit. */
-    int credit = self->result == NULL ? REENTER_CALL_LEVELS : 0;
+    /* Calling this object (a C type's tp_call) counted the levels of recursion
+     * depth portal_tp_call_levels() says (3.11: one; 3.13: none) that the call it
+     * replays, of a Python function, does not: the program's depth would be that
+     * much deeper per re-entered caller.  Given back while the callee runs.
+     * Cls(...) (a result is given) counts as much for type.__call__: no credit. */
+    int credit = self->result == NULL ? portal_tp_call_levels() : 0;
     portal_recursion_shift(credit);
     PyObject *value = PyObject_Call(self->func, self->args, self->kwargs); /* new */
     portal_recursion_shift(-credit);
@@ -277,6 +274,11 @@ static PyTypeObject ReenterType = {
 
 /* ---- the resume hook -------------------------------------------------------------- */
 
+/* The hook chains to the frame-evaluation function in place when the restore
+ * began (CPython's own, or e.g. torch Dynamo's) for every frame it does not fill,
+ * and puts it back when the chain is done or cancelled (eval_hook.c).  A frame it
+ * fills resumes mid-code: only CPython's own loop can run it from there. */
+
 static PyObject *chain = NULL;        /* strong: list of (code, locals, stack, offset) */
 static PyObject *chain_empty = NULL;  /* strong: the empty-slot marker */
 static PyObject *chain_handled = NULL; /* strong or NULL: handled exception of the innermost frame */
@@ -300,8 +302,8 @@ static PyObject *resume_hook(PyThreadState *tstate, portal_iframe *f, int throwf
             if (inject_from_sequences(f, PyTuple_GET_ITEM(entry, 1), PyTuple_GET_ITEM(entry, 2), offset,
                                       chain_empty) < 0) {
                 chain_clear();
-                /* The frame never ran: give it back as it was pushed, and fail. */
-                return NULL;
+                /* The frame never ran: it unwinds as pushed, with the error. */
+                return portal_eval_unrun(tstate, f);
             }
             chain_next++;
             if (chain_next == PyList_GET_SIZE(chain)) {
@@ -314,9 +316,10 @@ static PyObject *resume_hook(PyThreadState *tstate, portal_iframe *f, int throwf
                 }
                 chain_clear(); /* the innermost frame: full speed from here on */
             }
+            return portal_eval_default(tstate, f, throwflag);
         }
     }
-    return portal_eval_default(tstate, f, throwflag);
+    return portal_eval_previous(tstate, f, throwflag);
 }
 
 static PyObject *frames_resume(PyObject *self, PyObject *args)
@@ -391,10 +394,45 @@ static PyMethodDef frames_methods[] = {
 static struct PyModuleDef frames_module = {
     .m_base = PyModuleDef_HEAD_INIT,
     .m_name = "_portal._frames",
-    .m_doc = "Capture and restore of Python frames (CPython 3.11).",
+    .m_doc = "Capture and restore of Python frames (frame_access_3XX.c of this CPython version).",
     .m_size = -1,
     .m_methods = frames_methods,
 };
+
+/* The frame states of this CPython version (they differ between versions), as the
+ * module's FRAME_CREATED, FRAME_SUSPENDED, FRAME_SUSPENDED_YIELD_FROM (= FRAME_SUSPENDED
+ * on 3.11), FRAME_EXECUTING, FRAME_COMPLETED, FRAME_CLEARED and FRAME_SUSPENDED_STATES
+ * (a frozenset: every state of a generator stopped at a yield): what gen_info()'s
+ * state is compared with. */
+static int add_frame_states(PyObject *m)
+{
+    const struct {
+        const char *name;
+        int value;
+    } states[] = {
+        {"FRAME_CREATED", portal_frame_state.created},
+        {"FRAME_SUSPENDED", portal_frame_state.suspended},
+        {"FRAME_SUSPENDED_YIELD_FROM", portal_frame_state.suspended_yield_from},
+        {"FRAME_EXECUTING", portal_frame_state.executing},
+        {"FRAME_COMPLETED", portal_frame_state.completed},
+        {"FRAME_CLEARED", portal_frame_state.cleared},
+    };
+    for (size_t i = 0; i < sizeof states / sizeof states[0]; i++) {
+        if (PyModule_AddIntConstant(m, states[i].name, states[i].value) < 0) {
+            return -1;
+        }
+    }
+    PyObject *suspended = Py_BuildValue("(ii)", portal_frame_state.suspended,
+                                        portal_frame_state.suspended_yield_from); /* new */
+    PyObject *set = suspended ? PyFrozenSet_New(suspended) : NULL;          /* new */
+    Py_XDECREF(suspended);
+    if (set == NULL) {
+        return -1;
+    }
+    int rc = PyModule_AddObjectRef(m, "FRAME_SUSPENDED_STATES", set);
+    Py_DECREF(set);
+    return rc;
+}
 
 PyMODINIT_FUNC PyInit__frames(void)
 {
@@ -405,7 +443,7 @@ PyMODINIT_FUNC PyInit__frames(void)
     if (m == NULL) {
         return NULL;
     }
-    if (PyModule_AddObjectRef(m, "Reenter", (PyObject *)&ReenterType) < 0) {
+    if (PyModule_AddObjectRef(m, "Reenter", (PyObject *)&ReenterType) < 0 || add_frame_states(m) < 0) {
         Py_DECREF(m);
         return NULL;
     }

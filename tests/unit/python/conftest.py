@@ -9,14 +9,14 @@ import sys
 import pytest
 
 
-# The interpreters the tests run on: Debian 12's 3.11 on the host, Debian 13's 3.13
-# in its root (the bytecode layer's tables: _portal/bytecode/tables.py).
-_TESTED = ((3, 11), (3, 13))
+# The CPython versions Portal is built for (PORTAL_SUPPORTED_PYTHONS, cmake/PortalPython.cmake).
+SUPPORTED_PYTHONS = ((3, 11), (3, 13))
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _only_debian_python():
-    assert sys.version_info[:2] in _TESTED, "run the tests with Debian's /usr/bin/python3"
+    assert sys.version_info[:2] in SUPPORTED_PYTHONS, \
+        "run the tests with Debian's /usr/bin/python3 (3.11; 3.13 in a Debian 13 root)"
 
 
 @pytest.fixture(autouse=True, scope="session")
