@@ -1,4 +1,4 @@
-"""Portal checkpoints on disk: format version 1.
+"""Portal checkpoints on disk: format version 2 (version 1 is still read).
 
 Grammar (the same text is in docs/checkpoint-format.md)::
 
@@ -10,11 +10,12 @@ Grammar (the same text is in docs/checkpoint-format.md)::
                            numbered 0, 1, ... in stream order
         blobs/NNNN.bin     pack files holding the out-of-band buffers, each buffer
                            whole inside one file at a 4096-aligned offset, the gaps
-                           zero; a new file starts when one would pass 256 MiB
+                           zero; a new file starts when one would pass 256 MiB;
+                           all-zero 4 KiB pages are holes (version 2)
     PARENT/.NAME.tmp-<pid>-<random>/   a checkpoint being written (never read)
 
     manifest = {
-      "format_version": 1,                 always the FIRST key
+      "format_version": 2,                 always the FIRST key
       "format": "portal-checkpoint",
       "portal_version": "0.1.0",
       "python": {"version": "3.11.2", "implementation": "cpython",
@@ -25,9 +26,15 @@ Grammar (the same text is in docs/checkpoint-format.md)::
          line}, "loop" {file, line, iteration}, "sources" {filename: sha256}
          (default: every file of the code registry), ...
       "files": {"state.pickle": {"size": N, "sha256": HEX},
-                "blobs/0000.bin": {"size": N, "sha256": HEX}, ...},
+                "blobs/0000.bin": {"size": N, "chunk": C, "sha256": HEX}, ...},
                                            every file of the checkpoint but the
-                                           manifest itself
+                                           manifest itself; sha256: of the whole
+                                           file, or (a pack file of version 2,
+                                           with "chunk" C, a power of two in
+                                           [4096, 256 MiB]) SHA-256 over the
+                                           concatenated SHA-256 digests of its
+                                           C-byte chunks (the last one shorter);
+                                           version 1 has no "chunk"
       "buffers": [[FILE, OFFSET, SIZE], ...]   out-of-band buffer i is bytes
                                            [OFFSET, OFFSET+SIZE) of FILE
       "total_bytes": N,                    all files, the manifest included
