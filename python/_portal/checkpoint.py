@@ -389,38 +389,43 @@ def _write_blobs(directory, views, progress=None):
     if not files:
         return {}, table
     _mkdir_private(os.path.join(directory, BLOBS))
-    workers = _workers()
-    records = {}
     fds = []
-    pending = collections.deque()
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="portal-write") as pool:
-        try:
-            for name, size, items in files:
-                fd = _create(os.path.join(directory, name))
-                fds.append(fd)
-                behind = _WriteBehind(fd)
-                digests = []
-                for start, end, pieces in _chunks(items, size):
-                    pending.append((end - start, pool.submit(_write_chunk, fd, start, end, pieces)))
-                    while len(pending) > 2 * workers:
-                        _collect(pending, digests, behind, progress)
-                while pending:
-                    _collect(pending, digests, behind, progress)
-                os.ftruncate(fd, size)            # trailing zero pages: a hole too
-                behind.finish()
-                records[name] = {"size": size, "chunk": CHUNK_BYTES,
-                                 "sha256": chunks_digest(digests)}
-            for fd in fds:
-                os.fsync(fd)
-        except BaseException:
-            for _, future in pending:
-                future.cancel()
-            raise
-        finally:
-            for fd in fds:
-                os.close(fd)
+    try:
+        with ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="portal-write") as pool:
+            records = _write_packs(pool, directory, files, fds, progress)
+    finally:
+        for fd in fds:              # only once no worker can still write to them
+            os.close(fd)
     _fsync_dir(os.path.join(directory, BLOBS))
     return records, table
+
+
+def _write_packs(pool, directory, files, fds, progress):
+    records = {}
+    pending = collections.deque()
+    ahead = 2 * _workers()           # chunks in flight at most
+    try:
+        for name, size, items in files:
+            fd = _create(os.path.join(directory, name))
+            fds.append(fd)
+            behind = _WriteBehind(fd)
+            digests = []
+            for start, end, pieces in _chunks(items, size):
+                pending.append((end - start, pool.submit(_write_chunk, fd, start, end, pieces)))
+                while len(pending) > ahead:
+                    _collect(pending, digests, behind, progress)
+            while pending:
+                _collect(pending, digests, behind, progress)
+            os.ftruncate(fd, size)            # trailing zero pages: a hole too
+            behind.finish()
+            records[name] = {"size": size, "chunk": CHUNK_BYTES, "sha256": chunks_digest(digests)}
+        for fd in fds:
+            os.fsync(fd)
+    except BaseException:
+        for _, future in pending:
+            future.cancel()
+        raise
+    return records
 
 
 def _collect(pending, digests, behind, progress):
@@ -1159,6 +1164,9 @@ def digest_file(fd, size, record):
 def _read_all(opened, progress):
     """Read and hash every file on worker threads; refuse any that differs."""
     tasks = [(o, t) for o in opened.values() for t in o.tasks()]
+    if progress is not None:        # the holes: done without reading
+        progress.advance(sum(o.size for o in opened.values()) -
+                         sum(end - start for _, (start, end, _) in tasks))
     # whole-file hashes (version 1) are sequential: the biggest first
     tasks.sort(key=lambda item: item[1][2] is not None)
     with ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="portal-read") as pool:
@@ -1279,7 +1287,7 @@ def read_checkpoint(path, recompiler, *, main_module=None, check_sources=True,
         buffers.append(opened[rel].view()[offset:offset + size] if size else bytearray())
     stream = io.BytesIO(opened[STATE].data)
     del opened
-    _last_read.update(bytes=manifest["total_bytes"], seconds=seconds)
+    _last_read.update(bytes=manifest["total_bytes"], seconds=round(seconds, 3))
     loader = _reducers.Loader(stream, buffers=buffers, recompiler=recompiler,
                              main_module=main_module)
     try:
