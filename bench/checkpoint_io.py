@@ -24,11 +24,20 @@ Reported (medians of the repetitions):
                      reset through /proc/self/clear_refs first), beyond the
                      size of state.pickle (the in-band, non-tensor objects)
                                                      target < 64 MiB
-  restore            torch.load time / portal time   target >= 1.0, to usable
-                     tensors: the load plus a write to every page of every
-                     storage (what the first training step does; for Portal's
-                     copy-on-write mappings this is where pages get copied)
+  restore            torch.load time / portal time   target >= 1.3, cold and
+                     warm, to usable tensors: the load plus a write to every
+                     page of every storage (what the first training step does)
+  restore vs dd      portal's cold restore throughput / dd's sequential read
+                     of a file as big, its pages evicted   target >= 0.9
   size               checkpoint bytes / live tensor bytes   target <= 1.05
+
+Then, through portal-run and portal (build/bin, or $PORTAL_RUN and $PORTAL), for
+each --scale-mib state of dense bytes: the time from the (fake) out-of-memory
+error to portal-run's exit (suspend), and from starting `portal resume` (the
+checkpoint's pages evicted) to the first resumed iteration, beside dd's write
+and read of as many bytes; and a sparse run (--sparse-mib of untouched
+np.zeros, 16 MiB touched): its checkpoint's stored bytes (blocks on disk) /
+touched bytes, target <= 1.05.
 
 Reads are measured cold (the files' pages evicted from the page cache with
 posix_fadvise(DONTNEED) after they were written and fsynced, which needs no
