@@ -574,9 +574,13 @@ def suspend_and_resume(tools, directory, program, size_mib, drop_caches):
     if r.returncode != 0:
         raise Crash(f"portal resume of the {size_mib} MiB state failed:\n{r.stderr[-3000:]}")
     again = [line.split() for line in r.stdout.splitlines() if line.startswith("ITER ")]
+    with open(os.path.join(home, "jobs", job, "job.json")) as f:
+        record = json.load(f)           # the runtime's own figures: the write, the read
     result = {"size_mib": size_mib, "stored": stored, "logical": logical,
               "suspend": exited - float(marks[-1][2]) if marks else None,
-              "resume": float(again[0][2]) - started if again else None}
+              "resume": float(again[0][2]) - started if again else None,
+              "write": record.get("checkpoint_write", {}).get("seconds"),
+              "read": record.get("checkpoint_read", {}).get("seconds")}
     shutil.rmtree(home, ignore_errors=True)
     return result
 
@@ -606,16 +610,20 @@ def measure_growth(args, directory):
 def print_growth(growth):
     """The table of the cost as the state grows; rows for --check."""
     runs, sparse = growth
-    print(f"{'state':>9} {'suspend s':>10} {'MiB/s':>7} {'dd write':>9} {'resume s':>9} "
-          f"{'MiB/s':>7} {'dd read':>8}")
+    nan = float("nan")
+    print(f"{'state':>9} {'suspend s':>10} {'(write)':>8} {'MiB/s':>7} {'dd write':>9} "
+          f"{'resume s':>9} {'(read)':>7} {'MiB/s':>7} {'dd read':>8}")
     for size, s, dd in runs:
-        w = s["logical"] / MIB / s["suspend"] if s["suspend"] else float("nan")
-        r = s["logical"] / MIB / s["resume"] if s["resume"] else float("nan")
-        print(f"{size:>5} MiB {s['suspend']:>10.2f} {w:>7.0f} {dd['bytes'] / MIB / dd['seconds']:>9.0f} "
-              f"{s['resume']:>9.2f} {r:>7.0f} {dd['bytes'] / MIB / dd['read']:>8.0f}")
+        w = s["logical"] / MIB / s["suspend"] if s["suspend"] else nan
+        r = s["logical"] / MIB / s["resume"] if s["resume"] else nan
+        print(f"{size:>5} MiB {s['suspend'] or nan:>10.2f} {s['write'] or nan:>8.2f} {w:>7.0f} "
+              f"{dd['bytes'] / MIB / dd['seconds']:>9.0f} {s['resume'] or nan:>9.2f} "
+              f"{s['read'] or nan:>7.2f} {r:>7.0f} {dd['bytes'] / MIB / dd['read']:>8.0f}")
     print("suspend: from the error (the failed iteration's start) to portal-run's exit;\n"
           "resume: from starting `portal resume` (checkpoint evicted) to the first resumed\n"
-          "iteration; MiB/s: checkpoint bytes / that time; dd: MiB/s of the same bytes")
+          "iteration; (write), (read): of which the checkpoint's write / read and verify, as\n"
+          "the job records them; MiB/s: checkpoint bytes / the whole time; dd: MiB/s of as\n"
+          "many bytes, written with conv=fsync / read back with its pages evicted")
     ratio = sparse["stored"] / SPARSE_TOUCHED
     return [("sparse: stored / touched bytes", f"{sparse['stored'] / MIB:.1f}",
              f"{SPARSE_TOUCHED / MIB:.1f}", f"{ratio:.3f}", f"<= {TARGET_SPARSE}",
