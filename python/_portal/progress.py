@@ -13,7 +13,6 @@ Smaller transfers print nothing.  ``advance`` may be called from any thread (the
 writer's and reader's worker threads); the figures are also returned by
 ``finish`` for the job's record.  Used by checkpoint.py.
 """
-import os
 import sys
 import threading
 import time
