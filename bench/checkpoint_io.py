@@ -24,11 +24,20 @@ Reported (medians of the repetitions):
                      reset through /proc/self/clear_refs first), beyond the
                      size of state.pickle (the in-band, non-tensor objects)
                                                      target < 64 MiB
-  restore            torch.load time / portal time   target >= 1.0, to usable
-                     tensors: the load plus a write to every page of every
-                     storage (what the first training step does; for Portal's
-                     copy-on-write mappings this is where pages get copied)
+  restore            torch.load time / portal time   target >= 1.3, cold and
+                     warm, to usable tensors: the load plus a write to every
+                     page of every storage (what the first training step does)
+  restore vs dd      portal's cold restore throughput / dd's sequential read
+                     of a file as big, its pages evicted   target >= 0.9
   size               checkpoint bytes / live tensor bytes   target <= 1.05
+
+Then, through portal-run and portal (build/bin, or $PORTAL_RUN and $PORTAL), for
+each --scale-mib state of dense bytes: the time from the (fake) out-of-memory
+error to portal-run's exit (suspend), and from starting `portal resume` (the
+checkpoint's pages evicted) to the first resumed iteration, beside dd's write
+and read of as many bytes; and a sparse run (--sparse-mib of untouched
+np.zeros, 16 MiB touched): its checkpoint's stored bytes (blocks on disk) /
+touched bytes, target <= 1.05.
 
 Reads are measured cold (the files' pages evicted from the page cache with
 posix_fadvise(DONTNEED) after they were written and fsynced, which needs no
@@ -59,7 +68,9 @@ DD_BLOCK = 16 * MIB
 TARGET_VS_DD = 0.8
 TARGET_VS_TORCH_SAVE = 1.0
 TARGET_EXTRA_MIB = 64
-TARGET_RESTORE = 1.0
+TARGET_RESTORE = 1.3          # torch.load's time / Portal's, cold and warm
+TARGET_VS_DD_READ = 0.9       # Portal's cold restore throughput / dd's sequential read
+TARGET_SPARSE = 1.05          # stored bytes of a sparse checkpoint / its touched bytes
 TARGET_SIZE = 1.05
 
 
@@ -378,15 +389,22 @@ def run_child(mode, kind, target, size_mib):
     raise Crash(f"{mode} {kind} printed no result:\n{proc.stdout[-2000:]}")
 
 
-def run_dd(directory, nbytes):
+def run_dd(directory, nbytes, drop_caches=False):
+    """dd's write (conv=fsync) of ``nbytes``, then its sequential read of the same
+    file with the file's pages evicted first: the disk's own bandwidths."""
     count = -(-nbytes // DD_BLOCK)
     path = os.path.join(directory, "dd.bin")
     t0 = time.perf_counter()
-    subprocess.run(["dd", "if=/dev/zero", f"of={path}", f"bs={DD_BLOCK}", f"count={count}",
-                    "conv=fsync", "status=none"], check=True)
+    subprocess.run(["dd", "if=/dev/zero", f"of={path}",
+                    f"bs={DD_BLOCK}", f"count={count}", "conv=fsync", "status=none"], check=True)
     elapsed = time.perf_counter() - t0
+    evict([path], drop_caches)
+    t0 = time.perf_counter()
+    subprocess.run(["dd", f"if={path}", "of=/dev/null", f"bs={DD_BLOCK}", "status=none"],
+                   check=True)
+    read = time.perf_counter() - t0
     os.unlink(path)
-    return {"seconds": elapsed, "bytes": count * DD_BLOCK}
+    return {"seconds": elapsed, "read": read, "bytes": count * DD_BLOCK}
 
 
 def files_under(path):
@@ -446,8 +464,9 @@ def measure(args, directory):
                 # as many bytes as the checkpoint (known after its first write)
                 nbytes = res["portal_w"][-1]["bytes"] if res["portal_w"] else \
                     args.size_mib * MIB
-                res["dd"].append(run_dd(directory, nbytes))
-                progress(f"rep {rep + 1}: dd {res['dd'][-1]['seconds']:.2f} s")
+                res["dd"].append(run_dd(directory, nbytes, args.drop_caches))
+                progress(f"rep {rep + 1}: dd write {res['dd'][-1]['seconds']:.2f} s, read "
+                         f"{res['dd'][-1]['read']:.2f} s")
                 continue
             r = run_child("write", w, ck if w == "portal" else pt, args.size_mib)
             if reference is None:
@@ -477,6 +496,138 @@ def measure(args, directory):
     except FileNotFoundError:
         pass
     return res, residue
+
+
+# ---------------------------------------------------------------------------
+# sparse state and the cost as the state grows, through portal-run and portal
+
+SCALE_PROGRAM = """\
+import sys, time
+import numpy as np
+MIB = 1 << 20
+size = int(sys.argv[1]) * MIB
+block = np.random.default_rng(0).integers(0, 256, 4 * MIB, dtype=np.uint8)
+data = np.tile(block, size // (4 * MIB))            # dense: no zero pages
+for step in range(3):
+    print(f"ITER {step} {time.time():.6f}", flush=True)
+    data[step] ^= 1                                  # FAKE-OOM here
+print("done", int(data[:3].sum()))
+"""
+SPARSE_PROGRAM = """\
+import sys
+import numpy as np
+MIB = 1 << 20
+zeros = np.zeros(int(sys.argv[1]) * MIB, dtype=np.uint8)   # never touched
+dense = np.random.default_rng(1).integers(0, 256, 16 * MIB, dtype=np.uint8)
+for step in range(3):
+    zeros[step * 4096 * 1001] = step + 1             # FAKE-OOM here
+print("done", int(zeros.sum()), int(dense[:5].sum()))
+"""
+SPARSE_TOUCHED = 16 * MIB + 3 * 4096                 # the bytes SPARSE_PROGRAM writes
+
+
+def find_tool(name, variable):
+    path = os.environ.get(variable) or os.path.join(REPO, "build", "bin", name)
+    return path if os.access(path, os.X_OK) else shutil.which(name)
+
+
+def marker_line(program):
+    return next(i for i, line in enumerate(program.splitlines(), 1) if "FAKE-OOM here" in line)
+
+
+def portal_env(home, script=None):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PORTAL_")}
+    env["PORTAL_HOME"] = home
+    if script:
+        env["PORTAL_FAKE_OOM"] = f"{script}:{marker_line(open(script).read())}@2"
+    return env
+
+
+def suspend_and_resume(tools, directory, program, size_mib, drop_caches):
+    """Run ``program`` under portal-run until its fake OOM, then `portal resume`
+    it with the checkpoint's pages evicted. Returns the timings and sizes."""
+    portal_run, portal = tools
+    home = os.path.join(directory, "home")
+    shutil.rmtree(home, ignore_errors=True)
+    script = os.path.join(directory, "prog.py")
+    with open(script, "w") as f:
+        f.write(program)
+    p = subprocess.run([portal_run, script, str(size_mib)], cwd=directory,
+                       env=portal_env(home, script), stdin=subprocess.DEVNULL,
+                       capture_output=True, text=True)
+    exited = time.time()
+    marks = [line.split() for line in p.stdout.splitlines() if line.startswith("ITER ")]
+    found = [line.split()[3].rstrip(",") for line in p.stderr.splitlines()
+             if line.startswith("portal: suspended: job ")]
+    if p.returncode != 75 or not found:
+        raise Crash(f"portal-run of the {size_mib} MiB state did not suspend "
+                    f"(exit {p.returncode}):\n{p.stderr[-3000:]}")
+    job = found[0]
+    checkpoint = os.path.realpath(os.path.join(home, "jobs", job, "checkpoint"))
+    paths = files_under(checkpoint)
+    stored = sum(os.stat(x).st_blocks * 512 for x in paths)
+    logical = sum(os.path.getsize(x) for x in paths)
+    evict(paths, drop_caches)
+    started = time.time()
+    r = subprocess.run([portal, "resume", job], cwd=directory, env=portal_env(home),
+                       stdin=subprocess.DEVNULL, capture_output=True, text=True)
+    if r.returncode != 0:
+        raise Crash(f"portal resume of the {size_mib} MiB state failed:\n{r.stderr[-3000:]}")
+    again = [line.split() for line in r.stdout.splitlines() if line.startswith("ITER ")]
+    with open(os.path.join(home, "jobs", job, "job.json")) as f:
+        record = json.load(f)           # the runtime's own figures: the write, the read
+    result = {"size_mib": size_mib, "stored": stored, "logical": logical,
+              "suspend": exited - float(marks[-1][2]) if marks else None,
+              "resume": float(again[0][2]) - started if again else None,
+              "write": record.get("checkpoint_write", {}).get("seconds"),
+              "read": record.get("checkpoint_read", {}).get("seconds")}
+    shutil.rmtree(home, ignore_errors=True)
+    return result
+
+
+def measure_growth(args, directory):
+    """[(size, suspend sample, dd sample)] for each --scale-mib size, and the
+    sparse run; None when portal-run and portal are not built."""
+    tools = (find_tool("portal-run", "PORTAL_RUN"), find_tool("portal", "PORTAL"))
+    if None in tools:
+        return None
+    work = os.path.join(directory, "growth")
+    os.makedirs(work, exist_ok=True)
+    out = []
+    for size in args.scale_mib:
+        sample = suspend_and_resume(tools, work, SCALE_PROGRAM, size, args.drop_caches)
+        dd = run_dd(work, size * MIB, args.drop_caches)
+        progress(f"growth {size} MiB: suspend {sample['suspend']:.2f} s, resume "
+                 f"{sample['resume']:.2f} s; dd write {dd['seconds']:.2f} s, read {dd['read']:.2f} s")
+        out.append((size, sample, dd))
+    sparse = suspend_and_resume(tools, work, SPARSE_PROGRAM, args.sparse_mib, args.drop_caches)
+    progress(f"sparse {args.sparse_mib} MiB of untouched zeros: stored "
+             f"{sparse['stored'] / MIB:.1f} MiB of {sparse['logical'] / MIB:.1f} MiB")
+    shutil.rmtree(work, ignore_errors=True)
+    return out, sparse
+
+
+def print_growth(growth):
+    """The table of the cost as the state grows; rows for --check."""
+    runs, sparse = growth
+    nan = float("nan")
+    print(f"{'state':>9} {'suspend s':>10} {'(write)':>8} {'MiB/s':>7} {'dd write':>9} "
+          f"{'resume s':>9} {'(read)':>7} {'MiB/s':>7} {'dd read':>8}")
+    for size, s, dd in runs:
+        w = s["logical"] / MIB / s["suspend"] if s["suspend"] else nan
+        r = s["logical"] / MIB / s["resume"] if s["resume"] else nan
+        print(f"{size:>5} MiB {s['suspend'] or nan:>10.2f} {s['write'] or nan:>8.2f} {w:>7.0f} "
+              f"{dd['bytes'] / MIB / dd['seconds']:>9.0f} {s['resume'] or nan:>9.2f} "
+              f"{s['read'] or nan:>7.2f} {r:>7.0f} {dd['bytes'] / MIB / dd['read']:>8.0f}")
+    print("suspend: from the error (the failed iteration's start) to portal-run's exit;\n"
+          "resume: from starting `portal resume` (checkpoint evicted) to the first resumed\n"
+          "iteration; (write), (read): of which the checkpoint's write / read and verify, as\n"
+          "the job records them; MiB/s: checkpoint bytes / the whole time; dd: MiB/s of as\n"
+          "many bytes, written with conv=fsync / read back with its pages evicted")
+    ratio = sparse["stored"] / SPARSE_TOUCHED
+    return [("sparse: stored / touched bytes", f"{sparse['stored'] / MIB:.1f}",
+             f"{SPARSE_TOUCHED / MIB:.1f}", f"{ratio:.3f}", f"<= {TARGET_SPARSE}",
+             ratio <= TARGET_SPARSE)]
 
 
 def med(samples, key="seconds"):
@@ -513,8 +664,13 @@ def evaluate(res):
         p, t = med(res[f"portal_{mode}"]), med(res[f"torch_{mode}"])
         r = t / p
         rows.append((f"restore to usable s, {mode}", f"{p:.2f}", f"{t:.2f}", f"{r:.2f}x",
-                     f">= {TARGET_RESTORE}x" if mode == "cold" else "(info)",
-                     r >= TARGET_RESTORE if mode == "cold" else None))
+                     f">= {TARGET_RESTORE}x", r >= TARGET_RESTORE))
+        if mode == "cold":
+            p_rd = pw[0]["bytes"] / med(res["portal_cold"])
+            d_rd = statistics.median(s["bytes"] / s["read"] for s in dd)
+            r = p_rd / d_rd
+            rows.append(("restore MiB/s vs dd read, cold", f"{p_rd / MIB:.0f}", f"{d_rd / MIB:.0f}",
+                         f"{r:.2f}x", f">= {TARGET_VS_DD_READ}x", r >= TARGET_VS_DD_READ))
         p, t = med(res[f"portal_{mode}"], "load"), med(res[f"torch_{mode}"], "load")
         rows.append((f"  of which load s, {mode}", f"{p:.2f}", f"{t:.2f}", f"{t / p:.2f}x",
                      "(info)", None))
@@ -546,6 +702,11 @@ def main(argv=None):
                          "every file on the machine) instead of posix_fadvise")
     ap.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     ap.add_argument("--json", help="write the raw samples here")
+    ap.add_argument("--scale-mib", type=int, nargs="*", default=[256, 1024, 4096],
+                    help="state sizes (MiB) of the suspend/resume table through portal-run "
+                         "(default 256 1024 4096; none: no table)")
+    ap.add_argument("--sparse-mib", type=int, default=4096,
+                    help="untouched np.zeros of the sparse run, MiB (default 4096)")
     ap.add_argument("--child", choices=("write", "read"), help=argparse.SUPPRESS)
     ap.add_argument("--kind", choices=("portal", "torch"), help=argparse.SUPPRESS)
     ap.add_argument("--target", help=argparse.SUPPRESS)
@@ -568,6 +729,7 @@ def main(argv=None):
     t0 = time.perf_counter()
     try:
         res, residue = measure(args, directory)
+        growth = measure_growth(args, directory) if args.scale_mib else None
     except Crash as exc:
         print(f"checkpoint_io.py: CRASH: {exc}", file=sys.stderr)
         return 2
@@ -585,6 +747,12 @@ def main(argv=None):
     if not all(s["peak_reset"] for s in res["portal_w"] + res["torch_w"]):
         print("warning: /proc/self/clear_refs failed: peak memory includes building the state")
     print()
+    if growth is not None:
+        rows += print_growth(growth)
+        print()
+    elif args.scale_mib:
+        print("growth table: skipped (no portal-run and portal: build first, or set "
+              "PORTAL_RUN and PORTAL)\n")
     print_table(rows)
     print()
     print("medians of the repetitions; 'other' is dd for the rows that say so, else torch;\n"
@@ -596,7 +764,7 @@ def main(argv=None):
           + ("all targets met" if not missed else "missed: " + ", ".join(missed)))
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"size_mib": args.size_mib, "samples": res}, f, indent=1)
+            json.dump({"size_mib": args.size_mib, "samples": res, "growth": growth}, f, indent=1)
     return 1 if (args.check and missed) else 0
 
 

@@ -1,4 +1,4 @@
-"""Portal checkpoints on disk: format version 1.
+"""Portal checkpoints on disk: format version 2 (version 1 is still read).
 
 Grammar (the same text is in docs/checkpoint-format.md)::
 
@@ -10,11 +10,12 @@ Grammar (the same text is in docs/checkpoint-format.md)::
                            numbered 0, 1, ... in stream order
         blobs/NNNN.bin     pack files holding the out-of-band buffers, each buffer
                            whole inside one file at a 4096-aligned offset, the gaps
-                           zero; a new file starts when one would pass 256 MiB
+                           zero; a new file starts when one would pass 256 MiB;
+                           all-zero 4 KiB pages are holes (version 2)
     PARENT/.NAME.tmp-<pid>-<random>/   a checkpoint being written (never read)
 
     manifest = {
-      "format_version": 1,                 always the FIRST key
+      "format_version": 2,                 always the FIRST key
       "format": "portal-checkpoint",
       "portal_version": "0.1.0",
       "python": {"version": "3.11.2", "implementation": "cpython",
@@ -25,9 +26,15 @@ Grammar (the same text is in docs/checkpoint-format.md)::
          line}, "loop" {file, line, iteration}, "sources" {filename: sha256}
          (default: every file of the code registry), ...
       "files": {"state.pickle": {"size": N, "sha256": HEX},
-                "blobs/0000.bin": {"size": N, "sha256": HEX}, ...},
+                "blobs/0000.bin": {"size": N, "chunk": C, "sha256": HEX}, ...},
                                            every file of the checkpoint but the
-                                           manifest itself
+                                           manifest itself; sha256: of the whole
+                                           file, or (a pack file of version 2,
+                                           with "chunk" C, a power of two in
+                                           [4096, 256 MiB]) SHA-256 over the
+                                           concatenated SHA-256 digests of its
+                                           C-byte chunks (the last one shorter);
+                                           version 1 has no "chunk"
       "buffers": [[FILE, OFFSET, SIZE], ...]   out-of-band buffer i is bytes
                                            [OFFSET, OFFSET+SIZE) of FILE
       "total_bytes": N,                    all files, the manifest included
@@ -54,6 +61,7 @@ naming either the previous complete checkpoint or the new complete one; leftover
 the next write.  One writer per NAME at a time.
 """
 import datetime
+import collections
 import errno
 import hashlib
 import importlib.util
@@ -72,6 +80,7 @@ from typing import NamedTuple
 
 from .job_contract import MANIFEST_MAX_BYTES  # contract/job_record.json, generated
 from . import reducers as _reducers
+from . import progress as _progress
 from . import signing, store
 from .store import shown
 from .codeindex import REGISTRY, CodeChanged, sha256_hex
@@ -80,8 +89,8 @@ __all__ = ["write_checkpoint", "read_checkpoint", "CheckpointInfo", "CheckpointE
            "SourceChanged", "FORMAT_NAME", "FORMAT_VERSION", "PORTAL_VERSION"]
 
 FORMAT_NAME = "portal-checkpoint"
-FORMAT_VERSION = 1
-SUPPORTED_VERSIONS = (1,)
+FORMAT_VERSION = 2
+SUPPORTED_VERSIONS = (1, 2)      # 1: pack files hashed whole, no holes
 try:
     from . import __version__ as PORTAL_VERSION   # noqa: N812
 except ImportError:
@@ -97,7 +106,8 @@ RESERVED = ("format_version", "format", "portal_version", "python", "created", "
             "buffers", "total_bytes", "hmac")
 PYTHON_MAGIC = importlib.util.MAGIC_NUMBER.hex()
 
-_write = os.write             # tests replace it to simulate a full disk
+_write = os.write             # tests replace them to simulate a full disk
+_pwrite = os.pwrite
 
 
 class CheckpointError(store.PortalError):
@@ -118,6 +128,7 @@ class CheckpointInfo(NamedTuple):
     path: str            # PARENT/NAME (the symlink)
     total_bytes: int     # all files of the checkpoint, manifest included
     manifest: dict
+    seconds: float = 0.0  # the whole write (pickle, pack files, fsyncs, commit)
 
 
 # ---------------------------------------------------------------------------
@@ -189,25 +200,113 @@ def _layout(views):
     return files, table
 
 
-_ZEROS = bytes(ALIGN)
+# ---------------------------------------------------------------------------
+# pack files: chunk digests and holes (format version 2)
+#
+# A pack file's digest is SHA-256 over the concatenated SHA-256 digests of its
+# CHUNK_BYTES chunks (the last one shorter): the chunks are hashed on several
+# threads, and a chunk that is all zero has a digest known in advance, so that
+# neither the writer nor the reader hashes (or reads) zeros.  The writer skips
+# every all-zero 4 KiB page (untouched pages of np.zeros read as zeros too): the
+# file has holes there (lseek past them, ftruncate to the full size at the end).
+
+CHUNK_BYTES = 4 << 20         # digest chunk of a pack file (version 2)
+MIN_CHUNK_BYTES = ALIGN       # a manifest's "chunk": a power of two in this range
+MAX_CHUNK_BYTES = PACK_BYTES
+PAGE = 4096                   # zero pages of this size become holes
+_ZERO_CHUNK = memoryview(bytes(CHUNK_BYTES))
+_zero_digests = {}
 
 
-def _pieces(items):
-    """The byte sequence of a pack file, as views: zero gaps and buffers."""
-    pos = 0
+def zero_digest(n):
+    """The SHA-256 digest (bytes) of ``n`` zero bytes, n <= CHUNK_BYTES or any."""
+    d = _zero_digests.get(n)
+    if d is None:
+        h = hashlib.sha256()
+        for start in range(0, n, CHUNK_BYTES):
+            h.update(_ZERO_CHUNK[:min(CHUNK_BYTES, n - start)])
+        d = _zero_digests[n] = h.digest()
+    return d
+
+
+def chunks_digest(digests):
+    """A version-2 pack file's digest (hex) from its chunks' digests, in order."""
+    return hashlib.sha256(b"".join(digests)).hexdigest()
+
+
+def _numpy():
+    try:
+        import numpy
+        return numpy
+    except ImportError:
+        return None
+
+
+def _data_runs(piece):
+    """[(start, end)] of ``piece`` (a byte memoryview beginning on a page of the
+    file) that are not all-zero pages; the whole piece without numpy."""
+    n = piece.nbytes
+    np = _numpy()
+    if np is None or n == 0:
+        return [(0, n)] if n else []
+    arr = np.frombuffer(piece, dtype=np.uint8)
+    full = n // PAGE
+    pages = -(-n // PAGE)
+    flags = np.zeros(pages + 2, dtype=np.int8)    # a False page before and after
+    if full:
+        words = arr[:full * PAGE].view(np.uint64).reshape(full, PAGE // 8)
+        nonzero = words[:, 0] != 0                # dense data: decided by one word
+        maybe = np.flatnonzero(~nonzero)
+        for start in range(0, maybe.size, 256):   # the others in full, 1 MiB at a time
+            part = maybe[start:start + 256]
+            nonzero[part] = words[part].any(axis=1)
+        flags[1:full + 1] = nonzero
+    if n > full * PAGE:
+        flags[full + 1] = bool(arr[full * PAGE:].any())
+    steps = np.diff(flags)
+    starts = np.flatnonzero(steps == 1)
+    ends = np.flatnonzero(steps == -1)
+    return [(int(a) * PAGE, min(int(b) * PAGE, n)) for a, b in zip(starts, ends)]
+
+
+def _chunks(items, size, chunk=CHUNK_BYTES):
+    """A pack file laid out as ``items`` [(offset, view)] (gaps zero), cut into
+    chunks: [(start, end, [(offset, piece), ...])], the pieces being the
+    buffers' bytes inside [start, end)."""
+    out = [(start, min(start + chunk, size), []) for start in range(0, size, chunk)]
     for offset, view in items:
-        if offset > pos:
-            yield memoryview(_ZEROS)[:offset - pos]
-        for start in range(0, view.nbytes, IO_CHUNK):
-            yield view[start:start + IO_CHUNK]
-        pos = offset + view.nbytes
+        pos, end = offset, offset + view.nbytes
+        while pos < end:
+            index = pos // chunk
+            stop = min(end, (index + 1) * chunk)
+            out[index][2].append((pos, view[pos - offset:stop - offset]))
+            pos = stop
+    return out
 
 
-def _hash_pieces(items):
+def _pwrite_all(fd, view, offset):
+    pos, n = 0, view.nbytes
+    while pos < n:
+        pos += _pwrite(fd, view[pos:pos + IO_CHUNK], offset + pos)
+
+
+def _write_chunk(fd, start, end, pieces):
+    """Write a chunk's data pages (all-zero pages left as holes); its digest."""
+    runs = [(offset, piece, _data_runs(piece)) for offset, piece in pieces]
+    if not any(r for _, _, r in runs):
+        return zero_digest(end - start)
     h = hashlib.sha256()
-    for piece in _pieces(items):
+    pos = start
+    for offset, piece, data in runs:
+        if offset > pos:
+            h.update(_ZERO_CHUNK[:offset - pos])
+        for a, b in data:
+            _pwrite_all(fd, piece[a:b], offset + a)
         h.update(piece)
-    return h.hexdigest()
+        pos = offset + piece.nbytes
+    if end > pos:
+        h.update(_ZERO_CHUNK[:end - pos])
+    return h.digest()
 
 
 class _WriteBehind:
@@ -273,40 +372,68 @@ def _sync_file_range():
     return _SYNC_FILE_RANGE[0]
 
 
-def _write_blobs(directory, views):
-    """Write the pack files; hash them on other threads while writing (sha256 and
-    the copy into the page cache each run at about disk speed here)."""
+def _workers():
+    """Threads that write or read and hash chunks: sha256, zero scans, pread and
+    pwrite all release the GIL; at least two, so that I/O and hashing overlap."""
+    return max(2, min(IO_THREADS, 2 * (os.cpu_count() or 1)))
+
+
+IO_THREADS = 8                # at most this many I/O and hashing threads
+
+
+def _write_blobs(directory, views, progress=None):
+    """Write the pack files, chunk by chunk on worker threads (each: find the zero
+    pages, pwrite the others, hash), in file order, at most a few chunks per
+    thread ahead; returns ({name: record}, buffer table)."""
     files, table = _layout(views)
     if not files:
         return {}, table
     _mkdir_private(os.path.join(directory, BLOBS))
-    workers = max(1, min(len(files), (os.cpu_count() or 2)))
-    records = {}
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="portal-hash") as pool:
-        hashes = [pool.submit(_hash_pieces, items) for _, _, items in files]
-        fds = []
-        try:
-            for name, size, items in files:
-                fd = _create(os.path.join(directory, name))
-                fds.append(fd)
-                behind = _WriteBehind(fd)
-                for piece in _pieces(items):
-                    _write_all(fd, piece)
-                    behind.wrote(piece.nbytes)
-                behind.finish()
-            for fd in fds:
-                os.fsync(fd)
-        except BaseException:
-            for future in hashes:
-                future.cancel()
-            raise
-        finally:
-            for fd in fds:
-                os.close(fd)
-        for (name, size, _), future in zip(files, hashes):
-            records[name] = {"size": size, "sha256": future.result()}
+    fds = []
+    try:
+        with ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="portal-write") as pool:
+            records = _write_packs(pool, directory, files, fds, progress)
+    finally:
+        for fd in fds:              # only once no worker can still write to them
+            os.close(fd)
     _fsync_dir(os.path.join(directory, BLOBS))
     return records, table
+
+
+def _write_packs(pool, directory, files, fds, progress):
+    records = {}
+    pending = collections.deque()
+    ahead = 2 * _workers()           # chunks in flight at most
+    try:
+        for name, size, items in files:
+            fd = _create(os.path.join(directory, name))
+            fds.append(fd)
+            behind = _WriteBehind(fd)
+            digests = []
+            for start, end, pieces in _chunks(items, size):
+                pending.append((end - start, pool.submit(_write_chunk, fd, start, end, pieces)))
+                while len(pending) > ahead:
+                    _collect(pending, digests, behind, progress)
+            while pending:
+                _collect(pending, digests, behind, progress)
+            os.ftruncate(fd, size)            # trailing zero pages: a hole too
+            behind.finish()
+            records[name] = {"size": size, "chunk": CHUNK_BYTES, "sha256": chunks_digest(digests)}
+        for fd in fds:
+            os.fsync(fd)
+    except BaseException:
+        for _, future in pending:
+            future.cancel()
+        raise
+    return records
+
+
+def _collect(pending, digests, behind, progress):
+    n, future = pending.popleft()
+    digests.append(future.result())
+    behind.wrote(n)
+    if progress is not None:
+        progress.advance(n)
 
 
 def _generations(parent, name):
@@ -392,6 +519,7 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
     if os.path.exists(link) and not os.path.islink(link):
         raise CheckpointError(f"checkpoint: {link}: exists and is not a checkpoint link")
     _remove_stale(parent, name)
+    shown_progress = None
     tmp = tempfile.mkdtemp(prefix=f".{name}.tmp-{os.getpid()}-", dir=parent)
     os.chmod(tmp, 0o700)          # mkdtemp's 0700 is masked by the umask
     try:
@@ -411,7 +539,9 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
             os.close(fd)
         files[STATE] = {"size": out.size, "sha256": out.hash.hexdigest()}
         views = [pb.raw() for pb in buffers]
-        blob_files, table = _write_blobs(tmp, views)
+        shown_progress = _progress.Progress("writing checkpoint", "checkpoint written",
+                                            sum(v.nbytes for v in views))
+        blob_files, table = _write_blobs(tmp, views, shown_progress)
         del views, buffers
         files.update(blob_files)
         manifest = {
@@ -443,6 +573,8 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
         final = os.path.join(parent, f"{name}.{gen}")
         os.rename(tmp, final)
     except BaseException:
+        if shown_progress is not None:
+            shown_progress.abandon()
         shutil.rmtree(tmp, ignore_errors=True)
         raise
     committed = False
@@ -458,6 +590,7 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
         committed = True
         _fsync_dir(parent)
     except BaseException:
+        shown_progress.abandon()
         if not committed:
             shutil.rmtree(final, ignore_errors=True)
             try:
@@ -465,10 +598,11 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
             except OSError:
                 pass
         raise
+    seconds = shown_progress.finish()
     for g, entry in _generations(parent, name).items():
         if g != gen:
             shutil.rmtree(os.path.join(parent, entry), ignore_errors=True)
-    return CheckpointInfo(link, manifest["total_bytes"], manifest)
+    return CheckpointInfo(link, manifest["total_bytes"], manifest, seconds)
 
 
 def _signed_part(manifest):
@@ -760,15 +894,23 @@ def layout_of(sizes):
     return files, table
 
 
-def _check_tables(files, buffers):
+def _chunk_ok(value):
+    return _is_int(value, MIN_CHUNK_BYTES, MAX_CHUNK_BYTES) and value & (value - 1) == 0
+
+
+def _check_tables(files, buffers, version=FORMAT_VERSION):
     if not isinstance(files, dict) or STATE not in files or not isinstance(buffers, list):
         _corrupted("no files or buffers table")
     for rel, rec in files.items():
         if not _FILE_NAME.fullmatch(rel):
             _corrupted(f"names a file {shown(rel)!r}, which is not one of a checkpoint's")
-        if not isinstance(rec, dict) or set(rec) != {"size", "sha256"} or \
+        # version 1: every file hashed whole; version 2: pack files by chunks
+        keys = {"size", "sha256"} if version == 1 or rel == STATE else \
+            {"size", "sha256", "chunk"}
+        if not isinstance(rec, dict) or set(rec) != keys or \
                 not _is_int(rec["size"]) or not isinstance(rec["sha256"], str) or \
-                not _SHA256.fullmatch(rec["sha256"]):
+                not _SHA256.fullmatch(rec["sha256"]) or \
+                ("chunk" in keys and not _chunk_ok(rec["chunk"])):
             _corrupted(f"bad entry for {rel!r}")
     for i, entry in enumerate(buffers):
         ok = isinstance(entry, list) and len(entry) == 3 and isinstance(entry[0], str) and \
@@ -845,7 +987,7 @@ def check_manifest(manifest):
         _fail(f"checkpoint: written by python {shown(python.get('version', '?'))} "
               f"(bytecode magic {shown(python.get('magic'))}), this is python "
               f"{platform.python_version()} (magic {PYTHON_MAGIC})")
-    _check_tables(manifest.get("files"), manifest.get("buffers"))
+    _check_tables(manifest.get("files"), manifest.get("buffers"), version)
     _check_fields(manifest)
 
 
@@ -860,72 +1002,181 @@ def check_job(manifest, job_id):
         _fail(f"checkpoint: it belongs to job {shown(theirs)}, not {job_id} (replayed or moved)")
 
 
-class _Opened:
-    """One verified file: a private (copy-on-write) mapping, or bytes."""
+# Reading (docs/checkpoint-format.md, "Reading"): every file is read with large
+# preads straight into the memory the state is built on (an anonymous private
+# mapping per pack file: the arrays' and tensors' own memory, no second copy),
+# chunk by chunk on worker threads that hash each chunk right after reading it;
+# a chunk that lies in a hole of the file is neither read nor hashed (its
+# memory stays the mapping's untouched zero pages).  Nothing is unpickled before
+# every file's digest matched the signed manifest.
 
-    def __init__(self, directory, rel, record, use_mmap):
+class _Opened:
+    """One file of the checkpoint being read: its trusted descriptor, the memory
+    it is read into, the digests of its chunks as they come."""
+
+    def __init__(self, directory, rel, record):
         self.rel = rel
-        fd, size = open_trusted(directory, rel, "missing")
+        self.fd, size = open_trusted(directory, rel, "missing")
         try:
             want = record["size"]
             if size != want:
                 why = "truncated" if size < want else "larger than recorded"
                 _fail(f"checkpoint: {rel}: size {size} != {want} recorded ({why})")
             self.size = size
-            self.data = None
-            if use_mmap and size > 0:
-                try:
-                    self.data = mmap.mmap(fd, size, flags=mmap.MAP_PRIVATE,
-                                          prot=mmap.PROT_READ | mmap.PROT_WRITE)
-                except (OSError, ValueError):
-                    self.data = None
-            if self.data is None:
-                buf = bytearray(size)
-                view = memoryview(buf)
-                pos = 0
-                while pos < size:
-                    n = os.readv(fd, [view[pos:]])
-                    if n == 0:
-                        _fail(f"checkpoint: {rel}: size {pos} != {want} recorded (truncated)")
-                    pos += n
-                del view
-                self.data = buf
+            self.expected = record["sha256"]
+            self.chunk = record.get("chunk")          # None: hashed whole (version 1)
+            self.data = _anonymous(size) if rel != STATE else bytearray(size)
+            count = -(-size // self.chunk) if self.chunk else 0
+            self.digests = [None] * count
+            self.whole = None if self.chunk else hashlib.sha256()
+            try:
+                os.posix_fadvise(self.fd, 0, 0, os.POSIX_FADV_SEQUENTIAL)
+            except OSError:
+                pass
+        except BaseException:
+            os.close(self.fd)
+            raise
+
+    def tasks(self):
+        """[(start, end, index or None)] to read and hash; chunks in holes done."""
+        if not self.chunk:
+            return [(0, self.size, None)]
+        extents = _data_extents(self.fd, self.size)
+        out = []
+        for index, start in enumerate(range(0, self.size, self.chunk)):
+            end = min(start + self.chunk, self.size)
+            if any(a < end and b > start for a, b in extents):
+                out.append((start, end, index))
+            else:
+                self.digests[index] = zero_digest(end - start)
+        return out
+
+    def read(self, start, end, index, progress):
+        """Read [start, end) into its place and hash it (a worker thread)."""
+        view = memoryview(self.data)[start:end]
+        try:
+            h = self.whole if index is None else hashlib.sha256()
+            for part in range(0, end - start, IO_CHUNK):
+                piece = view[part:part + IO_CHUNK]
+                _pread_into(self.fd, piece, start + part, self)
+                h.update(piece)
+                if progress is not None:
+                    progress.advance(piece.nbytes)
+            if index is not None:
+                self.digests[index] = h.digest()
         finally:
-            os.close(fd)
-        self.expected = record["sha256"]
+            view.release()
+
+    def verified(self):
+        if self.chunk:
+            return chunks_digest(self.digests) == self.expected
+        return self.whole.hexdigest() == self.expected
+
+    def close(self):
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
 
     def view(self):
         return memoryview(self.data)
 
-    def verify(self):
-        h = hashlib.sha256()
-        view = self.view()
-        for start in range(0, view.nbytes, IO_CHUNK):
-            h.update(view[start:start + IO_CHUNK])
-        ok = h.hexdigest() == self.expected
-        if ok and self.rel != STATE:
-            _break_cow(self.data)
-        return ok
+
+def _pread_into(fd, view, offset, opened):
+    pos, n = 0, view.nbytes
+    while pos < n:
+        got = os.preadv(fd, [view[pos:]], offset + pos)
+        if got == 0:
+            _fail(f"checkpoint: {opened.rel}: size {offset + pos} != {opened.size} recorded "
+                  f"(truncated while read)")
+        pos += got
 
 
-# madvise(2) advice of Linux >= 5.14 (not in Python 3.11's mmap module)
-MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)
-
-
-def _break_cow(data):
-    """Give a pack file's private mapping its own writable pages now, in one call.
-
-    The tensors restored on it are written by the first step (parameters,
-    gradients, optimizer moments); left copy-on-write, each 4 KiB page would be
-    copied by its own write fault then, which measured ~5x slower than the whole
-    restore on this project's VM (bench/checkpoint_io.py).  The kernel copies from
-    the page cache, which the hash just filled.  Older kernels: left lazy."""
-    if not isinstance(data, mmap.mmap):
-        return
+def _anonymous(size):
+    """Zero memory of ``size`` bytes that costs nothing until written: a private
+    anonymous mapping (bytearray where mmap fails)."""
+    if size == 0:
+        return bytearray()
+    # No MADV_HUGEPAGE: with this platform's THP defrag setting ("madvise") the
+    # faults compact memory and a cold 256 MiB read measured 2.8x slower.
     try:
-        data.madvise(MADV_POPULATE_WRITE)
+        return mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE, prot=mmap.PROT_READ | mmap.PROT_WRITE)
     except (OSError, ValueError):
-        pass
+        return bytearray(size)
+
+
+def _data_extents(fd, size):
+    """[(start, end)] of the file that hold data (SEEK_DATA / SEEK_HOLE); the
+    whole file where the filesystem cannot tell."""
+    extents, pos = [], 0
+    try:
+        while pos < size:
+            try:
+                start = os.lseek(fd, pos, os.SEEK_DATA)
+            except OSError as exc:
+                if exc.errno == errno.ENXIO:      # no data after pos
+                    break
+                raise
+            end = os.lseek(fd, start, os.SEEK_HOLE)
+            extents.append((start, min(end, size)))
+            pos = end
+    except (OSError, AttributeError):
+        return [(0, size)]
+    return extents
+
+
+def digest_file(fd, size, record):
+    """The digest of a checkpoint file (descriptor ``fd``, ``size`` bytes) as its
+    manifest ``record`` defines it (hex): sha256 of the whole file, or, with
+    "chunk", of its chunks' digests, holes not read.  For portal inspect."""
+    chunk = record.get("chunk") if isinstance(record, dict) else None
+    if not isinstance(chunk, int) or not _chunk_ok(chunk):
+        h = hashlib.sha256()
+        pos = 0
+        while True:
+            data = os.pread(fd, IO_CHUNK, pos)
+            if not data:
+                return h.hexdigest()
+            h.update(data)
+            pos += len(data)
+    extents = _data_extents(fd, size)
+    digests = []
+    for start in range(0, size, chunk):
+        end = min(start + chunk, size)
+        if not any(a < end and b > start for a, b in extents):
+            digests.append(zero_digest(end - start))
+            continue
+        h = hashlib.sha256()
+        pos = start
+        while pos < end:
+            data = os.pread(fd, min(IO_CHUNK, end - pos), pos)
+            if not data:
+                break
+            h.update(data)
+            pos += len(data)
+        digests.append(h.digest())
+    return chunks_digest(digests)
+
+
+def _read_all(opened, progress):
+    """Read and hash every file on worker threads; refuse any that differs."""
+    tasks = [(o, t) for o in opened.values() for t in o.tasks()]
+    if progress is not None:        # the holes: done without reading
+        progress.advance(sum(o.size for o in opened.values()) -
+                         sum(end - start for _, (start, end, _) in tasks))
+    # whole-file hashes (version 1) are sequential: the biggest first
+    tasks.sort(key=lambda item: item[1][2] is not None)
+    with ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="portal-read") as pool:
+        futures = [pool.submit(o.read, *t, progress) for o, t in tasks]
+        try:
+            for future in futures:
+                future.result()
+        except BaseException:
+            for future in futures:
+                future.cancel()
+            raise
+    for o in opened.values():
+        if not o.verified():
+            _fail(f"checkpoint: {o.rel}: sha256 does not match the manifest (corrupted)")
 
 
 def _read_source(filename):
@@ -981,17 +1232,27 @@ def _check_subdirectories(directory, records):
         check_subdirectory(directory, sub)
 
 
+# The figures of the last read_checkpoint of this process: {bytes, seconds}
+_last_read = {}
+
+
+def last_read():
+    """{"bytes": N, "seconds": S} of this process's last read_checkpoint (the
+    files read and verified), or {} before one."""
+    return dict(_last_read)
+
+
 def read_checkpoint(path, recompiler, *, main_module=None, check_sources=True,
-                    use_mmap=True, key=None, job_id=None):
+                    key=None, job_id=None):
     """(manifest, state) of the checkpoint at ``path``.
 
     Checks that every directory and file of it is the user's and writable by
     nobody else, the manifest's HMAC (made with ``key``, default the user's key),
     the format name and version, then the size and sha256 of every file,
     then (``check_sources``) the sources recorded in the manifest, all before
-    unpickling anything.  The out-of-band buffers are private copy-on-write
-    mappings of the pack files (read into memory where mmap fails): arrays are
-    built on them without another copy.  ``main_module`` receives ``__main__``'s
+    unpickling anything.  The pack files are read (holes skipped) into private
+    anonymous memory while they are hashed, and the out-of-band buffers are
+    views of it: arrays and tensors are built on them without another copy.  ``main_module`` receives ``__main__``'s
     globals (default ``sys.modules['__main__']``); other user modules are created
     and registered in ``sys.modules``.  Given ``job_id``, a checkpoint of another
     job is refused.  Every error is a ``CheckpointError`` (``SourceChanged`` for
@@ -1001,21 +1262,28 @@ def read_checkpoint(path, recompiler, *, main_module=None, check_sources=True,
     manifest = load_manifest_bytes(read_manifest_bytes(directory), key, job_id)
     records = manifest["files"]
     _check_subdirectories(directory, records)
-    opened = {rel: _Opened(directory, rel, rec, use_mmap) for rel, rec in records.items()}
-    workers = max(1, min(len(opened), os.cpu_count() or 2))
-    with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="portal-verify") as pool:
-        results = list(pool.map(lambda o: (o.rel, o.verify()), opened.values()))
-    for rel, ok in results:
-        if not ok:
-            _fail(f"checkpoint: {rel}: sha256 does not match the manifest (corrupted)")
+    opened = {}
+    shown_progress = _progress.Progress("reading checkpoint", "checkpoint read",
+                                        sum(rec["size"] for rec in records.values()))
+    try:
+        for rel, rec in records.items():
+            opened[rel] = _Opened(directory, rel, rec)
+        _read_all(opened, shown_progress)
+    except BaseException:
+        shown_progress.abandon()
+        raise
+    finally:
+        for o in opened.values():
+            o.close()
+    seconds = shown_progress.finish()
     if check_sources:
         _verify_sources(manifest)
     buffers = []
     for rel, offset, size in manifest["buffers"]:
         buffers.append(opened[rel].view()[offset:offset + size] if size else bytearray())
-    state_data = opened[STATE].data
-    stream = state_data if isinstance(state_data, mmap.mmap) else io.BytesIO(state_data)
+    stream = io.BytesIO(opened[STATE].data)
     del opened
+    _last_read.update(bytes=manifest["total_bytes"], seconds=round(seconds, 3))
     loader = _reducers.Loader(stream, buffers=buffers, recompiler=recompiler,
                              main_module=main_module)
     try:

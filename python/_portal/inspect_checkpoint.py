@@ -24,7 +24,6 @@ from .store import shown
 
 __all__ = ["inspect", "main"]
 
-_CHUNK = 8 << 20
 
 
 def _human(n):
@@ -80,15 +79,10 @@ def _check_file(directory, rel, record):
             why = "truncated" if isinstance(want, int) and size < want else "larger than recorded"
             problems.append(f"checkpoint: {rel}: size {size} != {shown(want)} recorded ({why})")
             return ("truncated" if why == "truncated" else "wrong-size"), size, problems
-        h = hashlib.sha256()
-        while True:
-            chunk = os.read(fd, _CHUNK)
-            if not chunk:
-                break
-            h.update(chunk)
+        digest = ck.digest_file(fd, size, record)
     finally:
         os.close(fd)
-    if h.hexdigest() != record.get("sha256"):
+    if digest != record.get("sha256"):
         problems.append(f"checkpoint: {rel}: sha256 does not match the manifest (corrupted)")
         return "corrupted", size, problems
     return ("ok" if not problems else "untrusted"), size, problems

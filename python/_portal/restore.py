@@ -151,7 +151,8 @@ def _start(job_dir, make_runtime, policy):
     del state
     job = jobs.Job(job_dir)
     try:
-        job.update_record(state="running")
+        # the checkpoint's read, verified, for `portal show` (checkpoint_read {bytes, seconds})
+        job.update_record(state="running", checkpoint_read=checkpoint.last_read())
     except (store.PortalError, OSError) as e:
         raise ResumeError(f"job {job_id}: its record cannot be updated ({store.shown(e)})") from None
     _frames.resume(chain, EMPTY, handled)

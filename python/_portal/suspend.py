@@ -409,6 +409,7 @@ def _update_suspended(runtime, job, error, point, info, now):
     job.update_record(state="suspended", script=runtime.main_filename, argv=list(sys.argv), cwd=os.getcwd(),
                       suspended_at=jobs.utc_iso(now), expires_at=jobs.utc_iso(point.expires),
                       checkpoint_bytes=info.total_bytes, error=error.text, error_at=error.where,
+                      checkpoint_write={"bytes": info.total_bytes, "seconds": round(info.seconds, 3)},
                       loop=f"{loop.filename}:{loop.line}", iteration=loop.iteration,
                       will_differ=list(point.will_differ),
                       suggested_mem_gib=_suggested_mem_gib(),   # what the report and `portal show` suggest

@@ -57,6 +57,21 @@ TEST_F(ShowTest, ASuspendedJobSaysWhereWhatHowLongAndHowToResume) {
     EXPECT_TRUE(has(text, "     output      went to a terminal, not kept\n")) << text;
 }
 
+TEST_F(ShowTest, TheCheckpointsWriteAndReadFiguresAreShown) {
+    nlohmann::json r = suspended_record();
+    r["checkpoint_write"] = {{"bytes", 5 * kGiB}, {"seconds", 6.25}};
+    r["checkpoint_read"] = {{"bytes", 2 * kGiB}, {"seconds", 2.0}};
+    const std::string text = show_text(view_job(make("train-aaaaaa", r)), parse_utc_iso("2026-11-29T12:00:00Z"));
+    EXPECT_TRUE(has(text, "/checkpoint\nwritten     5.0 GiB in 6.2 s (819.2 MiB/s)\nexpires ")) << text;
+    EXPECT_TRUE(has(text, "restored    2.0 GiB in 2.0 s (1.0 GiB/s) (the last resume's checkpoint, verified and "
+                          "loaded)\n")) << text;
+    r["checkpoint_write"] = {{"bytes", "a lot"}, {"seconds", 1}};      // malformed: not shown
+    r["checkpoint_read"] = "fast";
+    const std::string plain = show_text(view_job(make("train-bbbbbb", r)), parse_utc_iso("2026-11-29T12:00:00Z"));
+    EXPECT_FALSE(has(plain, "written ")) << plain;
+    EXPECT_FALSE(has(plain, "restored ")) << plain;
+}
+
 TEST_F(ShowTest, ACompletedJobHasNoResumeCommandNorExpiry) {
     nlohmann::json r = suspended_record();
     r["state"] = "completed";

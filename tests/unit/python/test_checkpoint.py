@@ -99,6 +99,16 @@ FIELDS = {"script": "train.py", "argv": ["train.py", "--lr", "0.1"],
           "loop": {"file": "train.py", "line": 10, "iteration": 3}}
 
 
+def chunked_sha256(data, rec):
+    """A file's digest as docs/checkpoint-format.md defines it, computed here from
+    its bytes: sha256 of the whole file, or of its chunks' sha256 digests."""
+    if "chunk" not in rec:
+        return hashlib.sha256(data).hexdigest()
+    n = rec["chunk"]
+    return hashlib.sha256(b"".join(hashlib.sha256(data[i:i + n]).digest()
+                                   for i in range(0, len(data), n))).hexdigest()
+
+
 def test_round_trip_and_layout(program):
     program.main.train(2)
     frame = {"locals": {"m": program.main.model, "h": program.main.history}}
@@ -110,7 +120,7 @@ def test_round_trip_and_layout(program):
     assert sorted(os.listdir(program.dir / "ck")) == ["job", "job.1"]
     gen = program.dir / "ck" / "job.1"
     text = (gen / "manifest.json").read_text()
-    assert text.lstrip("{\n ").startswith('"format_version": 1')
+    assert text.lstrip("{\n ").startswith('"format_version": 2')
     manifest = json.loads(text)
     assert manifest["format"] == "portal-checkpoint" and manifest["portal_version"]
     assert manifest["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
@@ -120,7 +130,8 @@ def test_round_trip_and_layout(program):
     total = os.path.getsize(gen / "manifest.json")
     for rel, rec in manifest["files"].items():
         data = (gen / rel).read_bytes()
-        assert len(data) == rec["size"] and hashlib.sha256(data).hexdigest() == rec["sha256"]
+        assert len(data) == rec["size"] and chunked_sha256(data, rec) == rec["sha256"]
+        assert ("chunk" in rec) == rel.startswith("blobs/")
         total += rec["size"]
     assert info.total_bytes == manifest["total_bytes"] == total
     assert all(off % 4096 == 0 for _, off, _ in manifest["buffers"])
@@ -176,7 +187,7 @@ def test_refuses_unknown_format_and_version(program):
     with pytest.raises(CheckpointError) as e:
         read(info.path)
     assert str(e.value) == (f"checkpoint format version 7 is not supported by portal "
-                            f"{checkpoint.PORTAL_VERSION} (supports 1)")
+                            f"{checkpoint.PORTAL_VERSION} (supports 1, 2)")
     _edit_manifest(info, format_version=1, format="other-format")
     with pytest.raises(CheckpointError, match="unknown format 'other-format'"):
         read(info.path)
@@ -504,12 +515,24 @@ def test_failures_leave_the_previous_checkpoint(program, monkeypatch):
                 raise OSError(errno.ENOSPC, "No space left on device")
             written.append(len(data))
             return real_write(fd, data)
+        real_pwrite = checkpoint._pwrite
+        pwritten, raised = [], []
+
+        def full_at(fd, data, offset, where=where):       # the pack files' writes
+            if where == "blobs" and sum(pwritten) + len(data) > 4096:
+                raised.append(fd)
+                raise OSError(errno.ENOSPC, "No space left on device")
+            pwritten.append(len(data))
+            return real_pwrite(fd, data, offset)
         monkeypatch.setattr(checkpoint, "_write", full)
+        monkeypatch.setattr(checkpoint, "_pwrite", full_at)
         big = {"pad": [bytes(1000) for _ in range(20)], "a": np.ones(100000)}
         with pytest.raises(OSError) as e:
             write(program, big)
         assert e.value.errno == errno.ENOSPC and not isinstance(e.value, Unsaveable)
+        assert (where == "blobs") == bool(raised)         # the blobs' own write failed
         monkeypatch.setattr(checkpoint, "_write", real_write)
+        monkeypatch.setattr(checkpoint, "_pwrite", real_pwrite)
         assert _no_temporaries(parent) == [] and sorted(os.listdir(parent)) == ["job", "job.1"]
     # Out of memory while saving.
     with pytest.raises(MemoryError):

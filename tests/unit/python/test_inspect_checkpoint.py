@@ -56,7 +56,7 @@ def test_a_sound_checkpoint(ck, capsys):
     assert r["sound"] is True and r["problems"] == []
     assert r["signature"] == "valid"
     assert r["directory"] == gen(ck) and r["path"] == ck.path
-    assert (r["format"], r["format_version"]) == ("portal-checkpoint", 1)
+    assert (r["format"], r["format_version"]) == ("portal-checkpoint", 2)
     assert r["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
     for field in ("job", "script", "argv", "loop", "frames"):
         assert r[field] == FIELDS[field]
