@@ -92,6 +92,21 @@ CASES = [
     ("augment-after-draws", ["augment.py"], "augment.py:40@5"),
     ("augment-inside-augment", ["augment.py"], "augment.py:25@6=torch"),
     ("augment-in-backward", ["augment.py"], "augment.py:43@11=cpu"),
+    # itertools.chain(loader_a, loader_b): in a for loop, in either loader's half ...
+    ("chain-for-first-loader", ["chain_loaders.py"], "chain_loaders.py:16@2"),
+    ("chain-for-second-loader", ["chain_loaders.py"], "chain_loaders.py:19@3=cpu"),
+    ("chain-for-epoch-1-second-loader", ["chain_loaders.py"], "chain_loaders.py:16@8=torch"),
+    # ... and by next() in the body; the failed iteration's next() may have moved the
+    # chain from the first loader to the second (a new iterator made in the iteration)
+    ("chain-next-first-loader", ["chain_loaders.py", "next"], "chain_loaders.py:28@2"),
+    ("chain-next-crossing", ["chain_loaders.py", "next"], "chain_loaders.py:28@3"),
+    ("chain-next-crossing-in-backward", ["chain_loaders.py", "next"], "chain_loaders.py:31@3=cpu"),
+    ("chain-next-second-loader", ["chain_loaders.py", "next"], "chain_loaders.py:31@4=torch"),
+    # tqdm: a bar updated by hand in the body (and its postfix set), one over the
+    # loader: the counts printed and the final bars are python's
+    ("tqdm-before-update", ["tqdm_bars.py"], "tqdm_bars.py:21@3"),
+    ("tqdm-after-update", ["tqdm_bars.py"], "tqdm_bars.py:24@4=cpu"),
+    ("tqdm-in-backward-epoch-1", ["tqdm_bars.py"], "tqdm_bars.py:25@7=torch"),
 ]
 
 
