@@ -190,6 +190,24 @@ def test_a_summary_writer_with_a_live_flush_thread_resumes_bit_for_bit(work, tmp
     assert (work / "events.tsv").read_bytes().count(b"\tloss\t") == 24
 
 
+# before the forward, in backward() in a row whose note spans two lines, late in the file
+CSV_STREAM_CASES = [("csv_stream.py:34@7", "torch"), ("csv_stream.py:38@9", "cpu"),
+                    ("csv_stream.py:36@50", "memory")]
+
+
+@pytest.mark.parametrize("spec,kind", CSV_STREAM_CASES, ids=[c[0].split(":")[1] for c in CSV_STREAM_CASES])
+def test_a_csv_reader_over_an_iterated_file_resumes_at_its_row(work, tmp_path_factory, spec, kind):
+    """csv.reader(open(path, newline="")) iterated by the loop: the file cannot tell
+    its position (python disables tell() while a file is iterated); it is saved at
+    it all the same, and the reader with its line_num: the rows, the line numbers
+    and the losses are python's."""
+    expected = python_output("csv_stream.py", str(tmp_path_factory.getbasetemp()))
+    first, second = suspend_and_resume(work, ["csv_stream.py"], PORTAL_FAKE_OOM=f"{spec}={kind}")
+    assert b"portal: suspended: will continue from the loop at " in first.stderr
+    assert first.stdout + second.stdout == expected
+    assert b"step 59 line 76 'row 59'" in expected and b"weights " in expected
+
+
 def test_a_thread_in_the_loops_state_declines_naming_it_and_what_to_do(work):
     r = subprocess.run([PORTAL_RUN, "logged_train.py"], cwd=work, capture_output=True, timeout=300,
                        env=env_for(work, EVENT_LOG="PlainEventLog",
