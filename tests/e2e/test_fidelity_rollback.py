@@ -114,3 +114,32 @@ CASES = [
 def test_resumed_run_is_the_uninterrupted_one(work, tmp_path_factory, command, spec):
     check(work, tmp_path_factory, command, spec)
 
+
+
+# A real out-of-memory error (issue 11, item 6): under `portal-run --mem 2G` one step
+# asks for 3 GiB in the middle of its forward pass (common.spike), after dropout drew;
+# torch raises its "can't allocate memory" RuntimeError, the job is suspended, and
+# `portal resume JOB --mem 8G` finishes it (the step's allocation succeeds there), as
+# python's uninterrupted run.
+MEM_CASES = [("trainer-step-10", ["trainer.py"], "10"),
+             ("trainer-epoch-1", ["trainer.py"], "14"),
+             ("zip-one-shuffled", ["zip_loaders.py"], "5"),
+             ("zip-both-shuffled-epoch-1", ["zip_loaders.py", "both"], "11")]
+
+
+@pytest.mark.parametrize("command,spike_at", [c[1:] for c in MEM_CASES], ids=[c[0] for c in MEM_CASES])
+def test_a_real_out_of_memory_error_under_mem_resumes_bit_for_bit(work, tmp_path_factory, command,
+                                                                  spike_at):
+    expected = python_output(command[0], tuple(command[1:]), str(tmp_path_factory.getbasetemp()))
+    home = work.parent / "home"
+    first = subprocess.run([PORTAL_RUN, "--mem", "2G", *command], cwd=work, capture_output=True,
+                           env=store_env(home, SPIKE_AT=spike_at), timeout=TIMEOUT)
+    assert first.returncode == 75, first.stderr.decode()
+    assert first.stderr.startswith(b"portal: suspended: RuntimeError: ") and \
+        b"can't allocate memory" in first.stderr.splitlines()[0], first.stderr.decode()
+    [job] = [p.name for p in (home / "jobs").iterdir()]
+    second = subprocess.run([PORTAL, "resume", job, "--mem", "8G"], cwd=work, capture_output=True,
+                            env=store_env(home), timeout=TIMEOUT)
+    assert second.returncode == 0, second.stderr.decode()
+    assert (first.stdout + second.stdout).splitlines() == expected.splitlines()
+    assert b"weights " in expected
