@@ -247,10 +247,11 @@ def _run_script(toplevel, path, args, package_dir):
 
 def _run_main(toplevel, runtime, code, globals_):
     """Run the script's code (fresh, or re-entering a suspended job's frames) and
-    end as python's file runner does.  A SystemExit from the program propagates
-    from here with __file__ still set, as under python (its handler exits before
-    the clean-up below)."""
-    status = toplevel.run(code, globals_, True)
+    end as python's file runner does (a -c program as its string runner: the std
+    streams not flushed before an uncaught error's traceback).  A SystemExit from
+    the program propagates from here with __file__ still set, as under python (its
+    handler exits before the clean-up below)."""
+    status = toplevel.run(code, globals_, runtime.command is None)
     del code
     if status is not None:
         runtime.explain_failure()
