@@ -89,6 +89,8 @@ def _saveable_point(runtime, loop_frame, loop_line, frames, site, make_state):
     saved = _trial(runtime, state, roots)   # docs/fidelity.md: its cost
     if isinstance(saved, str):
         return saved
+    from _portal import threading_state
+    threading_state.thaw_unsaved()          # only the threads the state holds stay held
     from _portal import irreversible
     differ = irreversible.will_differ(loop_frame.f_code, loop_line, roots, saved)
     if differ and runtime.policy.get("oom.exact") == "true":

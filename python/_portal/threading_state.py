@@ -224,6 +224,7 @@ def freeze():
     up to SETTLE_SECONDS to come back to its wait."""
     threading = sys.modules.get("threading")
     _NOT_RESTARTABLE.clear()
+    _SAVED.clear()
     if threading is None:
         return
     skip = {threading.get_ident(), threading.main_thread().ident}
@@ -263,14 +264,28 @@ def _hold(thread, frame):
     return None
 
 
-def thaw():
-    """Give back the locks freeze() took: the threads go on (the loop declined)."""
-    while _HELD:
-        _, (lock, _thread) = _HELD.popitem()
+def thaw(keep=()):
+    """Give back the locks freeze() took: the threads go on (the loop declined), but
+    for those whose ids are in `keep`."""
+    for key, (lock, thread) in list(_HELD.items()):
+        if id(thread) in keep:
+            continue
+        del _HELD[key]
         try:
             lock.release()
         except RuntimeError:
             pass
+
+
+def thaw_unsaved():
+    """After the trial pickling: only the threads the state holds stay held, so
+    that nothing the capture does after (freeing frames: a __del__ may set an
+    Event) waits on a lock taken for a thread the checkpoint does not need."""
+    thaw(keep=set(_SAVED))
+    _SAVED.clear()
+
+
+_SAVED = set()   # ids of the held threads the trial pickling met
 
 
 _NOT_RESTARTABLE = {}   # thread ident -> why it is not restartable (freeze())
@@ -301,6 +316,7 @@ def _reduce_thread(thread):
                                    else "it is not waiting")
         raise _Refuse(f"a thread ({thread.name}) cannot be saved: its frames run outside the loop "
                       f"and it cannot be started again where it is ({why})")
+    _SAVED.add(id(thread))
     internal = _thread_fields()
     init = {"target": thread._target, "name": thread.name, "args": thread._args,
             "kwargs": thread._kwargs, "daemon": thread.daemon}

@@ -3,6 +3,7 @@ semaphores and csv writers/readers saved and recreated; threads refused."""
 import csv
 import io
 import threading
+import time
 
 import pytest
 
@@ -122,6 +123,24 @@ def test_a_thread_waiting_at_its_loop_head_is_held_saved_and_started_again():
     _wait_until(lambda: restored.written == ["a", "b", "c"])
     restored.stop.set()
     restored.thread.join()
+
+
+def test_after_the_trial_only_the_threads_the_state_holds_stay_held():
+    from _portal import threading_state
+    saved, other = Flusher(), Flusher()
+    time.sleep(0.05)
+    threading_state.freeze()
+    try:
+        assert saved.queue.mutex.locked() and other.queue.mutex.locked()
+        round_trip({"f": saved})
+        threading_state.thaw_unsaved()
+        assert saved.queue.mutex.locked() and not other.queue.mutex.locked()
+    finally:
+        threading_state.thaw()
+    assert not saved.queue.mutex.locked()
+    for f in (saved, other):
+        f.stop.set()
+        f.thread.join()
 
 
 def test_a_sleeping_or_busy_thread_is_refused_saying_why():
