@@ -247,10 +247,11 @@ def _run_script(toplevel, path, args, package_dir):
 
 def _run_main(toplevel, runtime, code, globals_):
     """Run the script's code (fresh, or re-entering a suspended job's frames) and
-    end as python's file runner does.  A SystemExit from the program propagates
-    from here with __file__ still set, as under python (its handler exits before
-    the clean-up below)."""
-    status = toplevel.run(code, globals_, True)
+    end as python's file runner does (a -c program as its string runner: the std
+    streams not flushed before an uncaught error's traceback).  A SystemExit from
+    the program propagates from here with __file__ still set, as under python (its
+    handler exits before the clean-up below)."""
+    status = toplevel.run(code, globals_, runtime.command is None)
     del code
     if status is not None:
         runtime.explain_failure()
@@ -283,32 +284,28 @@ def _run_module(toplevel, module, args, package_dir):
 
 
 def _run_command(toplevel, command, args):
+    """`python3 -c COMMAND`: the code string is the program's "script", compiled as
+    python compiles it (file name `<string>`) with its loops instrumented; the
+    manifest keeps the string (runtime.context), from which the resume compiles it
+    again (checked against its sha256 like any source)."""
     _set_argv("-c", args)
-    globals_ = _fresh_main_dict()
+    seen_modules, seen_importers = set(sys.modules), set(sys.path_importer_cache)
+    sys.modules.update(_PORTAL_MODULES)   # as _start_runtime() does, for the name below
+    from _portal.runtime import COMMAND_FILENAME
+    runtime = _start_runtime(COMMAND_FILENAME, command=command, extra_user_code=_USER_CODE,
+                             policy=_POLICY, job_dir=_JOB[0])
     try:
-        code = compile(command, "<string>", "exec", dont_inherit=True)
+        code = runtime.compile_main(COMMAND_FILENAME, command)
+        status = None
     except SyntaxError as exc:
-        _exit(toplevel, toplevel.fail(exc.with_traceback(None)))
-        return
-    status = toplevel.run(code, globals_)
+        status = toplevel.fail(exc.with_traceback(None))
+    runtime.portal_modules = _forget_start_up(seen_modules, seen_importers)
+    # python -c already put '' first on sys.path, as under python.
+    globals_ = _fresh_main_dict()
     if status is not None:
-        _explain_command_failure()
-    _exit(toplevel, status)
-
-
-def _explain_command_failure():
-    """`-c` programs are not instrumented (their source is no file that a resume
-    could compile again): an out-of-memory error that ends one says so."""
-    exc = getattr(sys, "last_value", None)
-    if exc is None:
+        _exit(toplevel, status)
         return
-    sys.modules.update(_PORTAL_MODULES)
-    from _portal import oom
-    if oom.is_out_of_memory(exc):
-        sys.stderr.write("portal: not rescued: a program given with -c is not instrumented "
-                         "(its source is no file a resume could compile again): put it in a "
-                         "file and run portal-run FILE\n")
-        sys.stderr.flush()
+    _run_main(toplevel, runtime, code, globals_)
 
 
 def _resume(toplevel, job_dir, package_dir):

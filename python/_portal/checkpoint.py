@@ -957,7 +957,8 @@ def _check_fields(manifest):
             _is_str_map(runtime.get("environ", {})) and \
             isinstance(runtime.get("user_code", []), list) and \
             all(isinstance(p, str) for p in runtime.get("user_code", [])) and \
-            _is_str_map(runtime.get("policy") or {})
+            _is_str_map(runtime.get("policy") or {}) and \
+            isinstance(runtime.get("command", ""), str)
         if not ok:
             _corrupted("bad runtime context")
     for field in ("error", "loop"):
@@ -1194,7 +1195,13 @@ def _read_source(filename):
 
 
 def _verify_sources(manifest):
+    # A `-c` program's code string is kept in the (signed) manifest, not in a file:
+    # the recompiler checks it against its sha256 when it compiles it.
+    command_file = (manifest.get("runtime") or {}).get("main_filename") \
+        if "command" in (manifest.get("runtime") or {}) else None
     for filename, sha in (manifest.get("sources") or {}).items():
+        if filename == command_file:
+            continue
         label = shown(filename)
         try:
             actual = sha256_hex(_read_source(filename))

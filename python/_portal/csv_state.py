@@ -12,6 +12,10 @@ tells what it holds but through the garbage collector's view of its references.
 
 Nothing is buffered inside a writer (each row is handed to `write` at once) or
 inside a reader between rows, so nothing else is lost.
+
+A reader over a text file being iterated (`csv.reader(open(path, newline=""))`)
+saves the file as files.py does any file, at its position, which it finds
+though iteration stopped the file from telling it (files.seat).
 """
 import sys
 

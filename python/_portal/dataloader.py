@@ -226,11 +226,46 @@ def reduce_cycle(c):
     return cls, (it, ), (kept, passed)
 
 
+def _source_back_one(source):
+    """A copy of chain's `source` (the iterator over its iterables) one iterable
+    back, or None where it cannot tell (a generator: `chain.from_iterable(gen)`)."""
+    try:
+        rebuild_, args, *rest = source.__reduce__()
+    except TypeError:
+        return None
+    if rebuild_ is not iter or len(args) != 1 or not rest or not isinstance(rest[0], int) \
+            or rest[0] < 1:
+        return None
+    back = iter(*args)
+    back.__setstate__(rest[0] - 1)
+    return back
+
+
+def reduce_chain(c):
+    """itertools.chain, as pickle saves it (the iterator over its iterables, the one
+    it is in), except where the failed iteration moved it from one DataLoader to the
+    next (`next(chain)` took the first loader's last batch in an earlier iteration,
+    then made the second's iterator): that iterator, made since the iteration
+    started, is not saved; the chain is saved as it stood, at the end of the first,
+    so that the resumed iteration makes the second loader's iterator again, drawing
+    what it drew (its base seed), and takes its first batch."""
+    reduced = c.__reduce__()
+    cls, args, state = reduced[:3]
+    if state and len(state) == 2 and \
+            isinstance(state[1], sys.modules[_DATALOADER]._BaseDataLoaderIter):
+        from _portal import iteration
+        if iteration.batches_at_start(state[1]) == iteration.MADE_SINCE:
+            back = _source_back_one(state[0])
+            if back is not None:
+                return cls, args, (back, iter(()))
+    return reduced
+
+
 def reducers():
     if _DATALOADER not in sys.modules:
         return {}
     import itertools
-    return {itertools.cycle: reduce_cycle}
+    return {itertools.cycle: reduce_cycle, itertools.chain: reduce_chain}
 
 
 def subclass_reducers():

@@ -76,10 +76,21 @@ def decide(runtime, loop_frame, loop_line, exc, make_state):
                                              sys.modules["__main__"].__dict__)
     except capture.Decline as d:
         return str(d)
+    from _portal import threading_state
+    threading_state.freeze()   # restartable threads held at their wait until written (or thawed)
+    point = _saveable_point(runtime, loop_frame, loop_line, frames, site, make_state)
+    if not isinstance(point, Point):
+        threading_state.thaw()
+    return point
+
+
+def _saveable_point(runtime, loop_frame, loop_line, frames, site, make_state):
     state, roots = make_state(frames, site)
     saved = _trial(runtime, state, roots)   # docs/fidelity.md: its cost
     if isinstance(saved, str):
         return saved
+    from _portal import threading_state
+    threading_state.thaw_unsaved()          # only the threads the state holds stay held
     from _portal import irreversible
     # A preemption's point is an iteration that has not started: nothing of it to undo.
     differ = [] if _portal_own(exc) else irreversible.will_differ(loop_frame.f_code, loop_line, roots, saved)

@@ -16,7 +16,9 @@ CUDA, torch's CUDA generators; numpy's global generator when the module mentions
 `np.random` or `numpy.random`; how many batches each live DataLoader iterator
 had given (dataloader.py keeps the set): an iterator the body advances itself
 (`batch = next(it)`) is saved with its count at the iteration's start, so the
-failed iteration's batch is delivered again.  A generator object the program
+failed iteration's batch is delivered again; the count of each live tqdm bar
+(tqdm_state.py), so that a `bar.update()` of the failed iteration is not counted
+twice.  A generator object the program
 made itself (`torch.Generator()`, `np.random.default_rng()`, `random.Random`)
 and holds near the loop is noted too (generator_states.py) and saved with its
 state at the iteration's start.
@@ -26,6 +28,7 @@ import sys
 
 from _portal import irreversible   # what the marks note for it: what cannot be rolled back
 from _portal import generator_states
+from _portal import tqdm_state     # the counts of live tqdm bars
 
 NAME = "__portal_iteration__"
 
@@ -87,7 +90,8 @@ def _states(numpy_too):
             "torch": torch.get_rng_state() if torch is not None else None,
             "cuda": cuda,
             "irreversible": irreversible.note(),
-            "loaders": _loader_counts()}
+            "loaders": _loader_counts(),
+            "bars": tqdm_state.note()}
 
 
 def _loader_counts():

@@ -126,6 +126,7 @@ def _start(job_dir, make_runtime, policy):
         else:
             os.environ[name] = value
     runtime = make_runtime(context["main_filename"], job_dir=job_dir, module=context.get("module"),
+                           command=context.get("command"),
                            extra_user_code=context.get("user_code", ()),
                            policy=policy if policy is not None else context.get("policy"))
     recompiler = runtime.recompiler()

@@ -11,6 +11,10 @@ import os
 from _portal import codeindex, importhook, rescue as rescue_module, usercode
 from _portal.fake_oom import FakeOom
 
+# The file name python compiles a `-c` program under (its tracebacks say `File
+# "<string>"`): the code string is the main script, kept in the manifest.
+COMMAND_FILENAME = "<string>"
+
 
 class Runtime:
     # Portal's own modules, taken out of sys.modules once start-up is over (the
@@ -18,11 +22,12 @@ class Runtime:
     portal_modules = {}
 
     def __init__(self, main_filename, job_dir=None, extra_user_code=(), fake_oom=None, policy=None,
-                 module=None):
+                 module=None, command=None):
         # absolute, as compiled (co_filename); for `-m MODULE` (module: its name)
         # None until runpy has found the module (main_filename then reads it)
         self._main_filename = main_filename
         self.module = module
+        self.command = command   # `-c COMMAND`: the code string (main_filename is COMMAND_FILENAME)
         self.job_dir = job_dir
         self.policy = dict(policy or {})  # {"oom.on": "false"}: recorded with the job
         self.rescue_enabled = self.policy.get("oom.on", "true") != "false"
@@ -89,7 +94,14 @@ class Runtime:
             fake = importhook.fake_oom_lines(filename, specs)
             return instrument.compile_user_source(source, filename, fake, wrap=wrap)
 
-        return codeindex.Recompiler(compile_fn, registry=self.registry)
+        if self.command is None:
+            return codeindex.Recompiler(compile_fn, registry=self.registry)
+        command = self.command.encode("utf-8", "surrogateescape")
+
+        def read_fn(filename):
+            return command if filename == COMMAND_FILENAME else codeindex._read_file(filename)
+
+        return codeindex.Recompiler(compile_fn, registry=self.registry, read_fn=read_fn)
 
     # ---- the rescue ----------------------------------------------------------------
 
@@ -101,9 +113,13 @@ class Runtime:
 
     def context(self):
         """What the resuming process needs to set the runtime up as it was."""
-        return {"main_filename": self.main_filename, "module": self.module, "cwd": os.getcwd(),
-                "user_code": self.extra_user_code, "policy": self.policy,
-                "environ": {k: os.environ[k] for k in ("PYTHONPATH", "PORTAL_FAKE_OOM") if k in os.environ}}
+        context = {"main_filename": self.main_filename, "module": self.module, "cwd": os.getcwd(),
+                   "user_code": self.extra_user_code, "policy": self.policy,
+                   "environ": {k: os.environ[k] for k in ("PYTHONPATH", "PORTAL_FAKE_OOM")
+                               if k in os.environ}}
+        if self.command is not None:
+            context["command"] = self.command
+        return context
 
     def explain_failure(self):
         """The program ends with an uncaught out-of-memory error: one `portal:` line

@@ -22,6 +22,8 @@ def _say(subject, problem):
 
 def _decline(runtime, exc, reason):
     runtime.declined.setdefault(id(exc), []).append(reason)
+    from _portal import threading_state
+    threading_state.thaw()   # the threads decide.py held at their wait go on (fidelity.md)
 
 
 # ---- 3. free ------------------------------------------------------------------------------

@@ -6,7 +6,8 @@
 | `threading.RLock()` (`_thread.RLock`) | its owner's count, when the main thread owns it | a new RLock acquired that many times by the main thread; one another thread held is restored free |
 | `threading.Condition` | its lock and class dict, no waiters | the same, with no thread waiting |
 | `threading.Event`, `Semaphore`, `BoundedSemaphore` | their condition and flag/value (plain Python objects) | the same |
-| `threading.Thread` | never | refused: a running thread's frames cannot be saved |
+| `threading.Thread` waiting at the head of its loop (below) | its class, target, arguments, name, daemon flag and its own attributes | a new thread of that class, started once the whole state is restored: its function runs again from its start, which is where it was |
+| any other `threading.Thread` | never | refused: a running thread's frames cannot be saved |
 
 The capture runs in the main thread (other threads decline, suspend.py), with
 the program's other threads still running: a lock that the main thread holds
@@ -14,11 +15,36 @@ where the loop continues (`with lock:` around the loop) must be held again, or
 the block's exit would fail.  A plain Lock does not know its holder: one that
 another thread held at that moment is restored held too (no thread is restored
 to release it); an RLock knows, and is restored free.  A thread object is
-refused, naming it: an object that starts one (a TensorBoard-style writer's
-flush thread) can be saved when its class says how, by `__getstate__` leaving
-the thread out and `__setstate__` starting a new one.
+refused, naming it, unless it is *restartable*.
+
+**Restartable threads** (a TensorBoard-style writer's flush thread: an open event
+file, a lock, a queue and an Event, as `torch.utils.tensorboard` and makemore's
+SummaryWriter have).  Such a thread spends its life waiting: `queue.get(timeout=)`,
+`event.wait(interval)`, `condition.wait()`.  At the capture (freeze(), before
+decide.py's trial), each other thread is looked at (its frames:
+sys._current_frames) and is restartable when
+
+  * its innermost frame is `threading.Condition.wait` (Event.wait and Queue.get
+    wait there), called through threading's and queue's frames only from the
+    thread's own function (its target, or its class's `run`), which
+  * is one `while` statement (a docstring before it allowed), the thread waiting in
+    the loop's condition or in the first statement of its body (through `try`),
+    with no local but its arguments live there (codemap's liveness).
+
+Its function run again from its start is then where it is: the loop's head, the
+same arguments, nothing of the loop's past kept in locals.  The thread is held
+there while the state is saved: the condition's lock is taken (the thread cannot
+leave wait() without it), so the queue it would empty, the file it would write
+and the objects it would change are saved as one moment's; the lock is saved as
+it was before Portal took it, and given back if the loop declines (thaw()); if
+the job is suspended the process ends with the thread still held.  At the resume
+a new thread is made (Thread.__init__ with the saved target, arguments, name and
+daemon flag, then the thread's own attributes: a subclass's queue, writer ...)
+and started after everything else is restored.  Not restartable: a thread in
+`time.sleep()` (nothing can hold it), busy, or waiting elsewhere in its loop.
 """
 import sys
+import time
 
 _RLOCK_REPR_OWNER = "owner="
 _RLOCK_REPR_COUNT = "count="
@@ -68,12 +94,14 @@ def _rlock_reducer(main_ident):
         count = _repr_field(text, _RLOCK_REPR_COUNT) or 0
         if owner != main_ident:
             count = 0   # held by another thread, which is not restored
+        elif id(lock) in _HELD:
+            count -= 1  # taken by freeze(), not by the program
         return (_rb_rlock, (count,))
     return reduce_rlock
 
 
 def _reduce_lock(lock):
-    return (_rb_lock, (lock.locked(),))
+    return (_rb_lock, (lock.locked() and id(lock) not in _HELD,))
 
 
 def _reduce_condition(cond):
@@ -81,9 +109,229 @@ def _reduce_condition(cond):
     return (_rb_condition, (type(cond), state))
 
 
-def _refuse_thread(thread):
+# --- threads ---------------------------------------------------------------------------
+
+# id(lock) -> (lock, thread) for the condition locks freeze() took.
+_HELD = {}
+# How long freeze() waits for a waiting thread's condition lock (the thread holds it
+# only between two waits: microseconds; the program's main thread is in the rescue).
+HOLD_TIMEOUT_SECONDS = 1.0
+# How long freeze() waits for a busy thread (its function one while loop) to come
+# back to its wait, and how often it looks.
+SETTLE_SECONDS = 0.5
+SETTLE_POLL_SECONDS = 0.001
+# Threads rebuilt by the restore, started by restore_process() once all is loaded.
+_TO_START = []
+_LIBRARY = ("threading", "queue")
+
+
+def _library_files():
+    return {getattr(sys.modules.get(name), "__file__", None) for name in _LIBRARY} - {None}
+
+
+def _own_function(thread):
+    """The function the thread runs: its target, or its class's run()."""
+    threading = sys.modules["threading"]
+    if type(thread).run is threading.Thread.run:
+        return getattr(thread, "_target", None)
+    return getattr(thread, "run", None)
+
+
+def _own_code(thread):
+    function = _own_function(thread)
+    return getattr(getattr(function, "__func__", function), "__code__", None)
+
+
+def _waiting_condition(thread, frame):
+    """The Condition the thread waits on at the head of its loop, or why not (str)."""
+    threading = sys.modules["threading"]
+    library = _library_files()
+    inner = frame
+    if inner is None or inner.f_code is not threading.Condition.wait.__code__:
+        return "it is not waiting on a Condition, Event or Queue"
+    condition = inner.f_locals.get("self")
+    own = inner.f_back
+    while own is not None and own.f_code.co_filename in library:
+        own = own.f_back
+    code = _own_code(thread)
+    if own is None or code is None or own.f_code is not code:
+        return "it waits outside its own function's loop"
+    why = _at_loop_head(code, own)
+    return why if why else condition
+
+
+_LOOPS = {}   # code -> its one while loop's (condition lines, head lines), or why not
+
+
+def _one_while_loop(code):
+    """Why `code` is not one while loop (str), or None; its lines in _LOOPS."""
+    if code is None:
+        return "it runs no function of Python's"
+    if code not in _LOOPS:
+        _LOOPS[code] = _loop_lines(code)
+    found = _LOOPS[code]
+    return found if isinstance(found, str) else None
+
+
+def _loop_lines(code):
+    import ast
+    import inspect
+    import textwrap
+    try:
+        lines, first = inspect.getsourcelines(code)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError):
+        return "its function's source cannot be read"
+    body = tree.body[0].body if tree.body and hasattr(tree.body[0], "body") else []
+    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
+            and isinstance(body[0].value.value, str):
+        body = body[1:]
+    if len(body) != 1 or not isinstance(body[0], ast.While):
+        return "its function is more than one while loop"
+    loop = body[0]
+    head = loop.body[0]
+    while isinstance(head, ast.Try) and head.body:
+        head = head.body[0]
+    offset = first - 1
+    return (range(loop.test.lineno + offset, loop.test.end_lineno + offset + 1),
+            range(head.lineno + offset, head.end_lineno + offset + 1))
+
+
+def _at_loop_head(code, frame):
+    """Why running `code` again from its start would not bring it where `frame` is,
+    or None: the function is one while loop, the frame at its condition or the first
+    statement of its body, with only its arguments live."""
+    why = _one_while_loop(code)
+    if why is not None:
+        return why
+    condition_lines, head_lines = _LOOPS[code]
+    if frame.f_lineno not in condition_lines and frame.f_lineno not in head_lines:
+        return "it waits further inside its loop than its head"
+    from _portal import codemap
+    arguments = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
+    # f_lasti may point into the caches of the CALL the thread waits in
+    at = max(i.offset for i in codemap.instructions(code) if i.offset <= frame.f_lasti)
+    live = codemap.live_locals_at(code, at) - arguments
+    if live:
+        return f"its loop keeps {', '.join(sorted(live))} in locals"
+    return None
+
+
+def freeze():
+    """Hold every restartable thread at its wait (the module's docstring) while the
+    state is saved; why not, for the others (their refusal says it).  A thread whose
+    function is one while loop but that is busy in it (writing a record) is given
+    up to SETTLE_SECONDS to come back to its wait."""
+    threading = sys.modules.get("threading")
+    _NOT_RESTARTABLE.clear()
+    _SAVED.clear()
+    if threading is None:
+        return
+    skip = {threading.get_ident(), threading.main_thread().ident}
+    waiting = [t for t in threading.enumerate()
+               if t.ident not in skip and not t.name.startswith("portal-")]
+    deadline = time.monotonic() + SETTLE_SECONDS
+    while waiting:
+        frames = sys._current_frames()
+        busy = []
+        for thread in waiting:
+            why = _hold(thread, frames.get(thread.ident))
+            if why is not None:
+                _NOT_RESTARTABLE[thread.ident] = why
+                if _one_while_loop(_own_code(thread)) is None:
+                    busy.append(thread)     # may come back to its wait
+        del frames
+        if not busy or time.monotonic() > deadline:
+            return
+        waiting = busy
+        time.sleep(SETTLE_POLL_SECONDS)
+
+
+def _hold(thread, frame):
+    """Take the lock of the Condition the thread waits on at its loop's head; None
+    when held, else why not."""
+    found = _waiting_condition(thread, frame)
+    if isinstance(found, str):
+        return found
+    lock = getattr(found, "_lock", None)
+    if lock is None or not lock.acquire(timeout=HOLD_TIMEOUT_SECONDS):
+        return "its condition's lock stayed taken"
+    if isinstance(_waiting_condition(thread, sys._current_frames().get(thread.ident)), str):
+        lock.release()   # it left its wait before the lock was taken
+        return "it did not stay waiting"
+    _HELD[id(lock)] = (lock, thread)
+    _NOT_RESTARTABLE.pop(thread.ident, None)
+    return None
+
+
+def thaw(keep=()):
+    """Give back the locks freeze() took: the threads go on (the loop declined), but
+    for those whose ids are in `keep`."""
+    for key, (lock, thread) in list(_HELD.items()):
+        if id(thread) in keep:
+            continue
+        del _HELD[key]
+        try:
+            lock.release()
+        except RuntimeError:
+            pass
+
+
+def thaw_unsaved():
+    """After the trial pickling: only the threads the state holds stay held, so
+    that nothing the capture does after (freeing frames: a __del__ may set an
+    Event) waits on a lock taken for a thread the checkpoint does not need."""
+    thaw(keep=set(_SAVED))
+    _SAVED.clear()
+
+
+_SAVED = set()   # ids of the held threads the trial pickling met
+
+
+_NOT_RESTARTABLE = {}   # thread ident -> why it is not restartable (freeze())
+
+
+def _held(thread):
+    return any(t is thread for _, t in _HELD.values())
+
+
+def _thread_fields():
+    threading = sys.modules["threading"]
+    return frozenset(vars(threading.Thread()).keys())
+
+
+def _rb_thread(cls, init, own):
+    import threading
+    thread = cls.__new__(cls)
+    threading.Thread.__init__(thread, **init)
+    thread.__dict__.update(own)
+    _TO_START.append(thread)
+    return thread
+
+
+def _reduce_thread(thread):
     from _portal.reducers import _Refuse
-    raise _Refuse(f"a thread ({thread.name}) cannot be saved: its frames run outside the loop")
+    if not _held(thread):
+        why = _NOT_RESTARTABLE.get(thread.ident, "it is not started" if thread.ident is None
+                                   else "it is not waiting")
+        raise _Refuse(f"a thread ({thread.name}) cannot be saved: its frames run outside the loop "
+                      f"and it cannot be started again where it is ({why})")
+    _SAVED.add(id(thread))
+    internal = _thread_fields()
+    init = {"target": thread._target, "name": thread.name, "args": thread._args,
+            "kwargs": thread._kwargs, "daemon": thread.daemon}
+    own = {k: v for k, v in vars(thread).items() if k not in internal}
+    return (_rb_thread, (type(thread), init, own))
+
+
+def capture_process():
+    # A marker, so that restore_process() runs and starts the threads.
+    return True if "threading" in sys.modules else None
+
+
+def restore_process(_saved):
+    while _TO_START:
+        _TO_START.pop(0).start()
 
 
 def reducers():
@@ -97,4 +345,4 @@ def subclass_reducers():
     threading = sys.modules.get("threading")
     if threading is None:
         return {}
-    return {threading.Condition: _reduce_condition, threading.Thread: _refuse_thread}
+    return {threading.Condition: _reduce_condition, threading.Thread: _reduce_thread}

@@ -103,16 +103,52 @@ def test_an_error_after_a_dash_m_resume_has_pythons_traceback(work):
     assert b'File "<frozen runpy>", line 88, in _run_code' in python.stderr
 
 
-def test_a_dash_c_program_says_it_is_not_rescued(work):
-    code = "for i in range(3):\n    print(i)\n    raise MemoryError('big')"
-    python = subprocess.run([PYTHON, "-c", code], cwd=work, capture_output=True, timeout=60)
-    r = subprocess.run([PORTAL_RUN, "-c", code], cwd=work, capture_output=True, timeout=60,
-                       env=env_for(work))
-    assert r.returncode == python.returncode == 1
-    assert r.stdout == python.stdout
-    assert r.stderr == python.stderr + (
-        b"portal: not rescued: a program given with -c is not instrumented (its source is no file "
-        b"a resume could compile again): put it in a file and run portal-run FILE\n")
+# A -c program as people write one: a loop at module level, a function with a training
+# loop (marked: backward() in its body, dropout drawing), argv, and an error at the end
+# whose traceback must be python's (File "<string>", line N, in <module>).
+DASH_C = """import sys, torch
+from torch import nn
+torch.manual_seed(0)
+net = nn.Sequential(nn.Linear(4, 8), nn.Dropout(0.3), nn.Linear(8, 1))
+opt = torch.optim.SGD(net.parameters(), lr=0.1)
+def fit(steps):
+    for step in range(steps):
+        x = torch.randn(5, 4)
+        loss = net(x).pow(2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        print('step', step, float(loss).hex())
+for epoch in range(3):
+    fit(4)
+    print('epoch', epoch, sys.argv, __name__)
+print('weights', float(sum(p.sum() for p in net.parameters())).hex())
+raise ValueError('the end')
+"""
+
+DASH_C_CASES = [("<string>:15@2", "memory"),    # the module-level loop, before its call of fit()
+                ("<string>:9@6", "torch"),      # the function's loop, in the forward
+                ("<string>:11@10", "cpu")]      # in backward(), dropout drawn before it
+
+
+@pytest.mark.parametrize("spec,kind", DASH_C_CASES, ids=[c[0].split(":")[1] for c in DASH_C_CASES])
+def test_a_dash_c_program_is_rescued_and_resumes_bit_for_bit(work, spec, kind):
+    python = subprocess.run([PYTHON, "-c", DASH_C, "a", "b"], cwd=work, capture_output=True,
+                            timeout=300)
+    assert python.returncode == 1 and b"weights " in python.stdout, python.stderr
+    first = subprocess.run([PORTAL_RUN, "-c", DASH_C, "a", "b"], cwd=work, capture_output=True,
+                           env=env_for(work, PORTAL_FAKE_OOM=f"{spec}={kind}"), timeout=300)
+    assert first.returncode == 75, first.stderr.decode()
+    loop_line = 14 if spec.startswith("<string>:15") else 7
+    assert f"portal: suspended: will continue from the loop at <string>:{loop_line}".encode() \
+        in first.stderr, first.stderr
+    [job] = [p.name for p in (work.parent / "home" / "jobs").iterdir()]
+    second = subprocess.run([PORTAL, "resume", job], cwd=work, capture_output=True,
+                            env=env_for(work), timeout=300)
+    assert second.returncode == 1
+    assert first.stdout + second.stdout == python.stdout
+    assert second.stderr == python.stderr
+    assert b'File "<string>", line 18, in <module>' in python.stderr
 
 
 # --- csv writers, locks, events, a SummaryWriter-like writer with a flush thread -------------
@@ -136,6 +172,42 @@ def test_csv_logs_locks_and_an_event_writer_resume_bit_for_bit(work, tmp_path_fa
     assert (work / "metrics.csv").read_bytes().count(b"\n") == 1 + 2 * 24
 
 
+@pytest.mark.parametrize("spec,kind", LOGGED_CASES, ids=[c[0].split(":")[1] for c in LOGGED_CASES])
+def test_a_summary_writer_with_a_live_flush_thread_resumes_bit_for_bit(work, tmp_path_factory,
+                                                                       spec, kind):
+    """eventlog.SummaryWriter: an open event file, a lock, a queue, an Event and a
+    daemon thread flushing, as torch.utils.tensorboard's writer has, and no
+    __getstate__: the thread is held at its wait while the state is saved and
+    started again at the resume; the event file is python's, byte for byte."""
+    expected = python_output("logged_train.py", str(tmp_path_factory.getbasetemp()))
+    python_dir = Path(tmp_path_factory.getbasetemp()) / "python-idioms-logged_train.py"
+    first, second = suspend_and_resume(work, ["logged_train.py"], EVENT_LOG="SummaryWriter",
+                                       PORTAL_FAKE_OOM=f"{spec}={kind}")
+    assert b"portal: suspended: will continue from the loop at " in first.stderr
+    assert first.stdout + second.stdout == expected
+    for name in ("metrics.csv", "events.tsv"):
+        assert (work / name).read_bytes() == (python_dir / name).read_bytes(), name
+    assert (work / "events.tsv").read_bytes().count(b"\tloss\t") == 24
+
+
+# before the forward, in backward() in a row whose note spans two lines, late in the file
+CSV_STREAM_CASES = [("csv_stream.py:34@7", "torch"), ("csv_stream.py:38@9", "cpu"),
+                    ("csv_stream.py:36@50", "memory")]
+
+
+@pytest.mark.parametrize("spec,kind", CSV_STREAM_CASES, ids=[c[0].split(":")[1] for c in CSV_STREAM_CASES])
+def test_a_csv_reader_over_an_iterated_file_resumes_at_its_row(work, tmp_path_factory, spec, kind):
+    """csv.reader(open(path, newline="")) iterated by the loop: the file cannot tell
+    its position (python disables tell() while a file is iterated); it is saved at
+    it all the same, and the reader with its line_num: the rows, the line numbers
+    and the losses are python's."""
+    expected = python_output("csv_stream.py", str(tmp_path_factory.getbasetemp()))
+    first, second = suspend_and_resume(work, ["csv_stream.py"], PORTAL_FAKE_OOM=f"{spec}={kind}")
+    assert b"portal: suspended: will continue from the loop at " in first.stderr
+    assert first.stdout + second.stdout == expected
+    assert b"step 59 line 76 'row 59'" in expected and b"weights " in expected
+
+
 def test_a_thread_in_the_loops_state_declines_naming_it_and_what_to_do(work):
     r = subprocess.run([PORTAL_RUN, "logged_train.py"], cwd=work, capture_output=True, timeout=300,
                        env=env_for(work, EVENT_LOG="PlainEventLog",
@@ -146,7 +218,8 @@ def test_a_thread_in_the_loops_state_declines_naming_it_and_what_to_do(work):
     assert lines[-1] == (
         f"portal: not rescued: its state holds local 'events' of train() at {work / 'logged_train.py'}:28"
         "._thread (threading.Thread): a thread (event-flush) cannot be saved: its frames run outside "
-        "the loop; Portal cannot save it: close or drop it before the loop, keep it out of the loop's "
+        "the loop and it cannot be started again where it is (it is not waiting on a Condition, "
+        "Event or Queue); Portal cannot save it: close or drop it before the loop, keep it out of the loop's "
         "state, or give its class __getstate__/__setstate__ that leave it out and make it again")
     assert "tried twice" not in r.stderr.decode()
 

@@ -92,6 +92,21 @@ CASES = [
     ("augment-after-draws", ["augment.py"], "augment.py:40@5"),
     ("augment-inside-augment", ["augment.py"], "augment.py:25@6=torch"),
     ("augment-in-backward", ["augment.py"], "augment.py:43@11=cpu"),
+    # itertools.chain(loader_a, loader_b): in a for loop, in either loader's half ...
+    ("chain-for-first-loader", ["chain_loaders.py"], "chain_loaders.py:16@2"),
+    ("chain-for-second-loader", ["chain_loaders.py"], "chain_loaders.py:19@3=cpu"),
+    ("chain-for-epoch-1-second-loader", ["chain_loaders.py"], "chain_loaders.py:16@8=torch"),
+    # ... and by next() in the body; the failed iteration's next() may have moved the
+    # chain from the first loader to the second (a new iterator made in the iteration)
+    ("chain-next-first-loader", ["chain_loaders.py", "next"], "chain_loaders.py:28@2"),
+    ("chain-next-crossing", ["chain_loaders.py", "next"], "chain_loaders.py:28@3"),
+    ("chain-next-crossing-in-backward", ["chain_loaders.py", "next"], "chain_loaders.py:31@3=cpu"),
+    ("chain-next-second-loader", ["chain_loaders.py", "next"], "chain_loaders.py:31@4=torch"),
+    # tqdm: a bar updated by hand in the body (and its postfix set), one over the
+    # loader: the counts printed and the final bars are python's
+    ("tqdm-before-update", ["tqdm_bars.py"], "tqdm_bars.py:21@3"),
+    ("tqdm-after-update", ["tqdm_bars.py"], "tqdm_bars.py:24@4=cpu"),
+    ("tqdm-in-backward-epoch-1", ["tqdm_bars.py"], "tqdm_bars.py:25@7=torch"),
 ]
 
 
@@ -99,3 +114,32 @@ CASES = [
 def test_resumed_run_is_the_uninterrupted_one(work, tmp_path_factory, command, spec):
     check(work, tmp_path_factory, command, spec)
 
+
+
+# A real out-of-memory error (issue 11, item 6): under `portal-run --mem 2G` one step
+# asks for 3 GiB in the middle of its forward pass (common.spike), after dropout drew;
+# torch raises its "can't allocate memory" RuntimeError, the job is suspended, and
+# `portal resume JOB --mem 8G` finishes it (the step's allocation succeeds there), as
+# python's uninterrupted run.
+MEM_CASES = [("trainer-step-10", ["trainer.py"], "10"),
+             ("trainer-epoch-1", ["trainer.py"], "14"),
+             ("zip-one-shuffled", ["zip_loaders.py"], "5"),
+             ("zip-both-shuffled-epoch-1", ["zip_loaders.py", "both"], "11")]
+
+
+@pytest.mark.parametrize("command,spike_at", [c[1:] for c in MEM_CASES], ids=[c[0] for c in MEM_CASES])
+def test_a_real_out_of_memory_error_under_mem_resumes_bit_for_bit(work, tmp_path_factory, command,
+                                                                  spike_at):
+    expected = python_output(command[0], tuple(command[1:]), str(tmp_path_factory.getbasetemp()))
+    home = work.parent / "home"
+    first = subprocess.run([PORTAL_RUN, "--mem", "2G", *command], cwd=work, capture_output=True,
+                           env=store_env(home, SPIKE_AT=spike_at), timeout=TIMEOUT)
+    assert first.returncode == 75, first.stderr.decode()
+    assert first.stderr.startswith(b"portal: suspended: RuntimeError: ") and \
+        b"can't allocate memory" in first.stderr.splitlines()[0], first.stderr.decode()
+    [job] = [p.name for p in (home / "jobs").iterdir()]
+    second = subprocess.run([PORTAL, "resume", job, "--mem", "8G"], cwd=work, capture_output=True,
+                            env=store_env(home), timeout=TIMEOUT)
+    assert second.returncode == 0, second.stderr.decode()
+    assert (first.stdout + second.stdout).splitlines() == expected.splitlines()
+    assert b"weights " in expected

@@ -1,6 +1,7 @@
 """A TensorBoard-SummaryWriter-like event writer, as makemore uses one: records
 go into a queue under a lock, and a daemon thread flushes them to an open event
 file every few milliseconds; close() stops the thread and writes the rest."""
+import queue
 import threading
 import time
 
@@ -59,3 +60,44 @@ class EventLog(PlainEventLog):
         self.__dict__.update(state)
         self._lock = threading.Lock()
         self._start()
+
+
+class SummaryWriter:
+    """The writer as torch.utils.tensorboard's EventFileWriter is made: records put
+    on a queue.Queue, a daemon thread taking them off and writing them to the open
+    event file under a lock, flushing it whenever the queue stays empty for a
+    while; an Event tells it to stop.  No __getstate__: Portal saves it as it is."""
+
+    def __init__(self, path, flush_secs=FLUSH_SECONDS):
+        self._file = open(path, "a")
+        self._queue = queue.Queue()
+        self._lock = threading.Lock()
+        self._closed = threading.Event()
+        self._flush_secs = flush_secs
+        self._worker = threading.Thread(target=self._run, name="summary-flush", daemon=True)
+        self._worker.start()
+
+    def add_scalar(self, tag, value, step):
+        self._queue.put(f"{step}\t{tag}\t{value!r}\n")
+
+    def _run(self):
+        while not self._closed.is_set():
+            try:
+                record = self._queue.get(timeout=self._flush_secs)
+            except queue.Empty:
+                self.flush()
+                continue
+            with self._lock:
+                self._file.write(record)
+            self._queue.task_done()
+
+    def flush(self):
+        with self._lock:
+            self._file.flush()
+
+    def close(self):
+        self._queue.join()
+        self._closed.set()
+        self._worker.join()
+        self.flush()
+        self._file.close()

@@ -5,7 +5,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from common import digest, exact
+from common import digest, exact, spike
 
 
 class Net(nn.Module):
@@ -43,7 +43,7 @@ class Trainer:
     def _step(self, batch):
         x, y = batch
         x = x + 0.05 * torch.randn_like(x)
-        out = self.model(x)
+        out = spike(self.model(x))
         loss = self.loss_fn(out, y)
         self.opt.zero_grad()
         loss.backward()

@@ -6,7 +6,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from common import digest, exact
+from common import digest, exact, spike
 
 SHUFFLE_B = sys.argv[1:] == ["both"]
 
@@ -22,7 +22,7 @@ opt = torch.optim.SGD(model.parameters(), lr=0.02)
 
 def epoch(e):
     for (xa, ya), (xb,) in zip(loader_a, loader_b):
-        supervised = nn.functional.mse_loss(model(xa), ya)
+        supervised = nn.functional.mse_loss(spike(model(xa)), ya)
         consistency = (model(xb) - model(xb + 0.1)).pow(2).mean()
         loss = supervised + 0.1 * consistency
         opt.zero_grad()

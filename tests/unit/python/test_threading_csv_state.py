@@ -3,6 +3,7 @@ semaphores and csv writers/readers saved and recreated; threads refused."""
 import csv
 import io
 import threading
+import time
 
 import pytest
 
@@ -62,7 +63,125 @@ def test_a_thread_is_refused_naming_it():
     with pytest.raises(reducers.Unsaveable) as e:
         round_trip({"box": [t]})
     assert str(e.value) == ("state['box'][0] (threading.Thread): a thread (flusher) cannot be saved: "
-                            "its frames run outside the loop")
+                            "its frames run outside the loop and it cannot be started again where "
+                            "it is (it is not started)")
+
+
+class Flusher:
+    """A TensorBoard-style writer's worker: records from a queue to a list, a daemon
+    thread waiting at the head of its loop."""
+
+    def __init__(self):
+        import queue
+        self.queue, self.written, self.stop = queue.Queue(), [], threading.Event()
+        self.thread = threading.Thread(target=self._run, name="flush", daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        while not self.stop.is_set():
+            try:
+                record = self.queue.get(timeout=0.01)
+            except Exception:
+                continue
+            self.written.append(record)
+
+
+def _wait_until(condition):
+    import time
+    for _ in range(500):
+        if condition():
+            return
+        time.sleep(0.01)
+    raise AssertionError("the thread never got there")
+
+
+def test_a_thread_waiting_at_its_loop_head_is_held_saved_and_started_again():
+    from _portal import threading_state
+    f = Flusher()
+    f.queue.put("a")
+    _wait_until(lambda: f.written == ["a"])
+    threading_state.freeze()
+    try:
+        assert f.queue.mutex.locked()   # held at its wait: the queue's lock is Portal's
+        f.queue.queue.append("b")       # a record come in (put() would wait for the lock)
+        s = round_trip({"f": f})
+        import time
+        time.sleep(0.05)
+        assert f.written == ["a"]       # the thread could not take it
+    finally:
+        threading_state.thaw()
+    assert not s["f"].queue.mutex.locked()   # saved as the program had it
+    _wait_until(lambda: f.written == ["a", "b"])   # thawed: the program's thread goes on
+    f.stop.set()
+    f.thread.join()
+    restored = s["f"]
+    assert not restored.thread.is_alive() and restored.thread.name == "flush"
+    assert restored.thread.daemon and restored.written == ["a"]
+    threading_state.restore_process(True)            # started once all is restored
+    _wait_until(lambda: restored.written == ["a", "b"])
+    restored.queue.put("c")
+    _wait_until(lambda: restored.written == ["a", "b", "c"])
+    restored.stop.set()
+    restored.thread.join()
+
+
+def test_after_the_trial_only_the_threads_the_state_holds_stay_held():
+    from _portal import threading_state
+    saved, other = Flusher(), Flusher()
+    time.sleep(0.05)
+    threading_state.freeze()
+    try:
+        assert saved.queue.mutex.locked() and other.queue.mutex.locked()
+        round_trip({"f": saved})
+        threading_state.thaw_unsaved()
+        assert saved.queue.mutex.locked() and not other.queue.mutex.locked()
+    finally:
+        threading_state.thaw()
+    assert not saved.queue.mutex.locked()
+    for f in (saved, other):
+        f.stop.set()
+        f.thread.join()
+
+
+def test_a_sleeping_or_busy_thread_is_refused_saying_why():
+    import time
+    from _portal import threading_state
+    stop = threading.Event()
+
+    def sleeper():
+        while not stop.is_set():
+            time.sleep(0.01)
+
+    def counter():
+        n = 0
+        while not stop.wait(0.01):
+            n += 1
+
+    def keeper():
+        while not stop.wait(0.01):
+            try:
+                total += 1
+            except NameError:
+                total = 0
+
+    threads = [threading.Thread(target=fn, name=fn.__name__, daemon=True)
+               for fn in (sleeper, counter, keeper)]
+    for t in threads:
+        t.start()
+    time.sleep(0.05)
+    threading_state.freeze()
+    try:
+        for t, why in zip(threads, ["it is not waiting on a Condition, Event or Queue",
+                                    "its function is more than one while loop",
+                                    "its loop keeps total in locals"]):
+            with pytest.raises(reducers.Unsaveable) as e:
+                round_trip({"t": t})
+            assert str(e.value).endswith(f"cannot be started again where it is ({why})"), str(e.value)
+    finally:
+        threading_state.thaw()
+        stop.set()
+        for t in threads:
+            t.join()
 
 
 def test_csv_writers_keep_writing_to_the_same_file(tmp_path):
@@ -92,6 +211,69 @@ def test_csv_readers_continue_at_their_row_and_line_number():
     assert next(s["dr"]) == {"k": "3", "v": "4"} and s["dr"].line_num == 3
     again = round_trip({"r": s["r"]})["r"]   # a restored reader saved again
     assert again.line_num == 3 and next(again) == ["5", "6"]
+
+
+def test_a_reader_over_an_iterated_file_continues_at_its_row(tmp_path):
+    """csv.reader(open(path, newline="")): iterating the file stops it from telling
+    its position; the reader is saved all the same, at its row and line number (a
+    quoted field spanning two lines counts two), and the program's file still gives
+    the same rows."""
+    path = tmp_path / "rows.csv"
+    rows = [["id", "note"]] + [[str(i), f"row {i}\nsecond line" if i % 3 == 0 else f"row {i}"]
+                               for i in range(3000)]
+    with open(path, "w", newline="") as f:
+        csv.writer(f).writerows(rows)
+    f = open(path, newline="")
+    reader = csv.reader(f)
+    for _ in range(1500):
+        next(reader)
+    with pytest.raises(OSError):
+        f.tell()
+    s = round_trip({"f": f, "r": reader})
+    assert s["r"].line_num == reader.line_num == 1500 + 500   # rows 0, 3 ... 1497: two lines
+    assert list(s["r"]) == list(reader) == rows[1500:]
+    assert s["r"].line_num == reader.line_num
+    f.close()
+    s["f"].close()
+
+
+@pytest.mark.parametrize("newline", [None, ""])
+def test_a_file_iterated_with_newlines_translated_or_not_keeps_its_place(tmp_path, newline):
+    path = tmp_path / "rows.csv"
+    path.write_bytes(b"".join(b"%d,x\r\n" % i if i % 2 else b"%d,\xc3\xa9\r" % i
+                              for i in range(5000)) + b"last\n")
+    f = open(path, newline=newline, encoding="utf-8")
+    for _ in range(2999):
+        next(f)
+    s = round_trip({"f": f})
+    assert list(s["f"]) == list(f) and s["f"].newlines == f.newlines
+    f.close()
+    s["f"].close()
+
+
+def test_a_file_whose_newline_mode_cannot_be_told_is_refused_untouched(tmp_path):
+    path = tmp_path / "rows.csv"
+    path.write_bytes(b"".join(b"%d,x\r\n" % i for i in range(100)))
+    f = open(path, newline="\r\n")
+    next(f), next(f)
+    with pytest.raises(reducers.Unsaveable) as e:
+        round_trip({"f": f})
+    assert "its position cannot be found (open it with newline='' or none)" in str(e.value)
+    assert next(f) == "2,x\r\n"   # the program's file as it was
+    f.close()
+
+
+def test_a_file_in_another_encoding_read_line_by_line_is_refused_untouched(tmp_path):
+    path = tmp_path / "rows.txt"
+    path.write_text("".join(f"{i}\n" for i in range(100)), encoding="utf-16")
+    f = open(path, encoding="utf-16")
+    next(f), next(f)
+    with pytest.raises(reducers.Unsaveable) as e:
+        round_trip({"f": f})
+    assert str(e.value).endswith("a utf-16 file read line by line (for line in f, "
+                                 "csv.reader(f)): its position cannot be found")
+    assert next(f) == "2\n"   # the program's file as it was
+    f.close()
 
 
 def test_a_writer_to_a_string_buffer():
