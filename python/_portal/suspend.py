@@ -243,6 +243,8 @@ def _rescue(runtime, loop_frame, loop_line, exc):
         from _portal import skip
         skipped = skip.try_skip(runtime, job, loop_frame, exc, error, point, _free_inner_frames)
         if skipped is True:
+            from _portal import threading_state
+            threading_state.thaw()                              # nothing is written: held threads go on
             return True                                         # the handler continues the loop
         point.notes.append(skipped)
     _free_inner_frames(exc, loop_frame)                         # 3. free
