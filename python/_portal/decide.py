@@ -78,13 +78,13 @@ def decide(runtime, loop_frame, loop_line, exc, make_state):
         return str(d)
     from _portal import threading_state
     threading_state.freeze()   # restartable threads held at their wait until written (or thawed)
-    point = _saveable_point(runtime, loop_frame, loop_line, frames, site, make_state)
+    point = _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, make_state)
     if not isinstance(point, Point):
         threading_state.thaw()
     return point
 
 
-def _saveable_point(runtime, loop_frame, loop_line, frames, site, make_state):
+def _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, make_state):
     state, roots = make_state(frames, site)
     saved = _trial(runtime, state, roots)   # docs/fidelity.md: its cost
     if isinstance(saved, str):
