@@ -1,8 +1,9 @@
 // interpreter_command.hpp: the command line of the interpreter process.
 //
-// The program runs in Debian's /usr/bin/python3 itself, not in an interpreter
-// embedded in portal-run: embedding libpython3.11.so measured 10-30% slower on
-// call-heavy code than the PGO/LTO-built python3 binary (docs/architecture.md).
+// The program runs in a real interpreter - the user's, chosen and checked by
+// interpreter_choice.hpp / interpreter_probe.hpp - not in one embedded in
+// portal-run: embedding libpython3.11.so measured 10-30% slower on call-heavy
+// code than the PGO/LTO-built python3 binary (docs/architecture.md).
 // Portal's runtime enters through a one-line `-c` bootstrap and then makes the
 // process indistinguishable from `python3 SCRIPT ARGS` (python/_portal/boot.py).
 #pragma once
@@ -15,7 +16,7 @@
 namespace portal {
 
 struct Installation {
-    std::string python;       // absolute path of the interpreter, e.g. /usr/bin/python3
+    std::string python;       // absolute path of the interpreter run, e.g. /home/u/venv/bin/python3
     std::string package_dir;  // directory holding the `_portal` package
 };
 
