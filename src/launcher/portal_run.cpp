@@ -114,7 +114,7 @@ void print_version(const std::string& invoked_as, const std::string& option) {
     try {
         const InterpreterChoice choice =
             choose_interpreter(option.empty() ? std::nullopt : std::optional<std::string>(option), process_env);
-        const Interpreter python = probe_interpreter(choice, std::nullopt);
+        const Interpreter python = probe_interpreter(choice, interpreter_cache_dir());
         line = describe(python);
         if (const auto reason = installation ? unsupported_reason(python, installation->package_dir) : std::nullopt) {
             line += "; not usable: " + *reason;
