@@ -34,7 +34,8 @@ struct NoInterpreter : std::runtime_error {
     using std::runtime_error::runtime_error;
 };
 
-// The environment the choice reads; nullopt for an unset or empty variable.
+// The environment the choice reads; nullopt for an unset variable (an empty one
+// counts as unset too).
 using EnvLookup = std::function<std::optional<std::string>(const std::string&)>;
 
 // The process environment (getenv), empty values as unset.

@@ -86,7 +86,12 @@ std::optional<std::string> search_path(const std::string& name, const std::strin
     return std::nullopt;
 }
 
-InterpreterChoice choose_interpreter(const std::optional<std::string>& option, const EnvLookup& env) {
+InterpreterChoice choose_interpreter(const std::optional<std::string>& option, const EnvLookup& lookup) {
+    // An empty variable is an unset one, whatever the lookup says (as a shell's `X= cmd`).
+    const EnvLookup env = [&lookup](const std::string& name) -> std::optional<std::string> {
+        auto value = lookup(name);
+        return value && !value->empty() ? value : std::nullopt;
+    };
     if (option && !option->empty()) {
         return {named_interpreter(*option, "--python", env), InterpreterSource::Option};
     }
