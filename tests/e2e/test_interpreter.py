@@ -291,3 +291,26 @@ def test_a_shim_runs_the_interpreter_it_resolves_to(tmp_path):
     if version.stdout.decode().strip() != mine:
         pytest.skip(f"pyenv's python3 here is {version.stdout.decode().strip()}, which Portal is not built for")
     assert executable_of([PORTAL_RUN], env, tmp_path) == python
+
+
+def test_a_job_recorded_without_its_interpreter_resumes_in_the_builds(tmp_path, work):
+    """Jobs suspended before interpreters were recorded ran in the interpreter the
+    build was configured with (CTest's PORTAL_PYTHON): they resume there, whatever
+    the resuming shell's PATH says."""
+    home = tmp_path / "home"
+    line = next(n for n, text in enumerate((HERE / "plain.py").read_text().splitlines(), 1)
+                if text.endswith("# [oom]"))
+    r = run([PORTAL_RUN, "plain.py"], work, clean_env(home, PORTAL_PYTHON=PYTHON, PORTAL_FAKE_OOM=f"/plain.py:{line}@2"))
+    assert r.returncode == SUSPENDED, r.stderr
+    job = only_job(home)
+    older = record(job)
+    assert older.pop("interpreter")["path"] == PYTHON
+    tmp = job / "job.json.edit"
+    tmp.write_text(json.dumps(older))
+    tmp.chmod(0o600)
+    tmp.rename(job / "job.json")
+    show = run([PORTAL, "show", job.name], work, clean_env(home))
+    assert show.returncode == 0 and b"\npython " not in show.stdout, show
+    r = run([PORTAL, "resume", job.name], work, clean_env(home))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout == f"end {PYTHON} 6\n".encode()
