@@ -2,8 +2,8 @@
 //
 // The interpreter is run once (`PATH -c PROBE`, stdin /dev/null) and reports
 // its version, implementation, extension-module suffix (its SOABI),
-// sys.executable, sys._base_executable, sys.prefix, sys.base_prefix and
-// sys.version.  A shim (a script such as pyenv's shims/python3) is resolved so:
+// sys.executable, sys._base_executable, sys.prefix, sys.base_prefix,
+// sys.version and its bytecode magic.  A shim (a script such as pyenv's shims/python3) is resolved so:
 // the probe runs through it and the program then runs in the sys.executable it
 // reported, the real interpreter.  Anything else (a binary, a venv's symlink) runs
 // by the path chosen, so that CPython finds a venv's pyvenv.cfg from it.
@@ -42,6 +42,7 @@ struct Interpreter {
     std::string prefix;          // sys.prefix
     std::string base_prefix;     // sys.base_prefix
     std::string build;           // sys.version, one line
+    std::string pyc_magic;       // importlib's MAGIC_NUMBER[:2] in hex ("a70d"), "" if unknown
 };
 
 // The interpreter could not be asked (it does not start, or says nothing a

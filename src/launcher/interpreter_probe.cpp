@@ -32,8 +32,8 @@ namespace {
 
 // The probe's first field; bumped when the fields change (a cache of another
 // version is never used).
-constexpr const char* kProbeTag = "portal-probe-2";
-constexpr std::size_t kProbeFields = 9;
+constexpr const char* kProbeTag = "portal-probe-3";
+constexpr std::size_t kProbeFields = 10;
 // More than any interpreter's answer; a longer one is not a Python's.
 constexpr std::size_t kProbeMaxBytes = 64 * 1024;
 constexpr std::size_t kCacheMaxBytes = 64 * 1024;
@@ -45,10 +45,14 @@ try:
     from importlib.machinery import EXTENSION_SUFFIXES as x
 except Exception:
     x=['']
+try:
+    m=sys.modules['importlib._bootstrap_external'].MAGIC_NUMBER[:2].hex()
+except Exception:
+    m=''
 i=getattr(sys,'implementation',None)
-f=['portal-probe-2','%d.%d.%d'%tuple(sys.version_info[:3]),i.name if i else 'cpython',x[0] if x else '',
+f=['portal-probe-3','%d.%d.%d'%tuple(sys.version_info[:3]),i.name if i else 'cpython',x[0] if x else '',
    sys.executable,getattr(sys,'_base_executable',sys.executable),sys.prefix,getattr(sys,'base_prefix',sys.prefix),
-   sys.version.replace('\n',' ')]
+   sys.version.replace('\n',' '),m]
 e=getattr(os,'fsencode',None)
 getattr(sys.stdout,'buffer',sys.stdout).write(b'\0'.join([e(a) if e else a for a in f]))
 )";
@@ -161,7 +165,7 @@ std::string key_name(const std::string& key) {
     return name;
 }
 
-const std::array<std::pair<const char*, std::string Interpreter::*>, 9> kProbed = {{
+const std::array<std::pair<const char*, std::string Interpreter::*>, 10> kProbed = {{
     {"version", &Interpreter::version},
     {"implementation", &Interpreter::implementation},
     {"ext_suffix", &Interpreter::ext_suffix},
@@ -171,6 +175,7 @@ const std::array<std::pair<const char*, std::string Interpreter::*>, 9> kProbed 
     {"base_prefix", &Interpreter::base_prefix},
     {"build", &Interpreter::build},
     {"real_path", &Interpreter::real_path},
+    {"pyc_magic", &Interpreter::pyc_magic},
 }};
 
 std::optional<Interpreter> read_cache(const fs::path& file, const std::string& key) {
@@ -223,6 +228,7 @@ Interpreter ask(const std::string& path) {
     python.prefix = f[6];
     python.base_prefix = f[7];
     python.build = f[8];
+    python.pyc_magic = f[9];
     return python;
 }
 
@@ -358,6 +364,7 @@ std::optional<Interpreter> from_record(const nlohmann::json& record) {
     for (const auto& table : {std::vector(own.begin(), own.end()), std::vector(kProbed.begin(), kProbed.end())}) {
         for (const auto& [name, member] : table) {
             const auto field = it->find(name);
+            if (field == it->end() && std::string(name) == "pyc_magic") continue;  // optional
             if (field == it->end() || !field->is_string()) return std::nullopt;
             python.*member = field->get<std::string>();
         }

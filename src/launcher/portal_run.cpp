@@ -179,6 +179,7 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
         return kUsageExit;
     }
     installation->python = python->path;
+    installation->pyc_magic = python->pyc_magic;
     set_boot_policy(policies);
     // The bootstrap takes Portal's settings from the environment and removes them
     // before the program starts (python/_portal/boot.py).

@@ -51,6 +51,7 @@ TEST(InterpreterProbe, TheBuildsInterpreterSaysWhatItIs) {
     EXPECT_EQ(python.fingerprint, file_fingerprint(python.real_path));
     EXPECT_NE(python.fingerprint.find("inode "), std::string::npos);
     EXPECT_EQ(python.source, "PORTAL_PYTHON");
+    EXPECT_EQ(python.pyc_magic, "a70d");  // 3.11's 3495, as importlib.util.MAGIC_NUMBER starts
 }
 
 TEST(InterpreterProbe, AShimRunsTheInterpreterItResolvesTo) {
