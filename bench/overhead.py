@@ -99,6 +99,8 @@ def bench_env():
         env[var] = "1"
     # Same string hashes (dict layouts) in every process of both runners.
     env["PYTHONHASHSEED"] = "0"
+    # portal-run runs the interpreter compared against, not PATH's python3 (docs/interpreters.md).
+    env.setdefault("PORTAL_PYTHON", PYTHON)
     return env
 
 

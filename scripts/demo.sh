@@ -12,6 +12,8 @@ example="$here/examples/train_loop.py"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 export PORTAL_HOME="$work/portal-home"
+# The interpreter of the reference run below, not whatever python3 is first on PATH.
+export PORTAL_PYTHON=/usr/bin/python3
 
 echo "== python3 examples/train_loop.py (reference)"
 /usr/bin/python3 "$example" | tee "$work/reference.txt" | tail -3

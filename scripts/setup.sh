@@ -25,6 +25,8 @@ packages=(
   python3-numpy python3-torch python3-pytest python3-tqdm
   # CPython's own test suite: test_sys_settrace run instrumented (e2e.compat)
   libpython3.11-testsuite
+  # venvs of the interpreter tests (e2e.interpreter: a venv's own packages, its python3)
+  python3-venv
   # C++ libraries
   pybind11-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libgtest-dev
   # a single-node Slurm for `portal resume --on slurm` and `portal-run --requeue`

@@ -18,8 +18,9 @@ std::string self_executable();
 // The directory holding `_portal/boot.py` for the executable at `exe_path`.
 std::optional<std::string> find_package_dir(const std::string& exe_path);
 
-// The interpreter chosen at build time and the package found for `exe_path`;
-// nullopt (after saying why) when the package cannot be found.
+// The package found for `exe_path`, with the interpreter the build was configured
+// with (portal-run and `portal resume` replace it by the user's or the job's:
+// interpreter_choice.hpp); nullopt (after saying why) when the package cannot be found.
 std::optional<Installation> locate_installation(const std::string& exe_path);
 
 }  // namespace portal

@@ -1,8 +1,9 @@
 // interpreter_command.hpp: the command line of the interpreter process.
 //
-// The program runs in Debian's /usr/bin/python3 itself, not in an interpreter
-// embedded in portal-run: embedding libpython3.11.so measured 10-30% slower on
-// call-heavy code than the PGO/LTO-built python3 binary (docs/architecture.md).
+// The program runs in a real interpreter - the user's, chosen and checked by
+// interpreter_choice.hpp / interpreter_probe.hpp - not in one embedded in
+// portal-run: embedding libpython3.11.so measured 10-30% slower on call-heavy
+// code than the PGO/LTO-built python3 binary (docs/architecture.md).
 // Portal's runtime enters through a one-line `-c` bootstrap and then makes the
 // process indistinguishable from `python3 SCRIPT ARGS` (python/_portal/boot.py).
 #pragma once
@@ -15,8 +16,11 @@
 namespace portal {
 
 struct Installation {
-    std::string python;       // absolute path of the interpreter, e.g. /usr/bin/python3
+    std::string python;       // absolute path of the interpreter run, e.g. /home/u/venv/bin/python3
     std::string package_dir;  // directory holding the `_portal` package
+    // The interpreter's bytecode magic, its first two bytes in hex ("a70d" for
+    // 3.11: importlib's MAGIC_NUMBER, from the probe); empty when not known.
+    std::string pyc_magic;
 };
 
 // The `-c` line: puts package_dir first on sys.path and runs _portal.boot.main().
@@ -25,8 +29,10 @@ std::string bootstrap_line(const std::string& package_dir);
 // True when python runs `path` as Python source (a regular file that is neither
 // compiled bytecode nor a zip application).  Anything else - a missing file, a
 // directory, a .pyc, a zip - is handed to python as it is, so its own messages
-// and behaviour apply unchanged (and Portal cannot rescue it).
-bool runs_as_source(const std::string& path);
+// and behaviour apply unchanged (and Portal cannot rescue it).  Compiled bytecode
+// is what starts with `pyc_magic` (hex, as Installation's) then \r\n, as CPython
+// itself decides; with no magic known, any two bytes then \r\n.
+bool runs_as_source(const std::string& path, const std::string& pyc_magic = "");
 
 // [python, -c, BOOT, MODE, TARGET, N, SPELLING(N words)..., ARGS...] for a program
 // the bootstrap runs; [python, SCRIPT, ARGS...] for one python runs alone.

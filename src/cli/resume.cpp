@@ -7,9 +7,12 @@
 #include <optional>
 #include <cstdio>
 #include <memory>
+#include <unistd.h>
 
 #include "portal/installation.hpp"
 #include "portal/interpreter_command.hpp"
+#include "portal/interpreter_probe.hpp"
+#include "portal/options.hpp"
 #include "portal/expiry.hpp"
 #include "portal/job_recovery.hpp"
 #include "portal/job_run.hpp"
@@ -53,6 +56,43 @@ bool machine_fits(const ResumeRequest& request, const std::string& job_id) {
         }
     }
     return true;
+}
+
+// The interpreter the job ran with, checked to be the same one still (path,
+// build, binary, prefix); nullopt after saying why, the job left suspended.  A
+// job recorded before interpreters were recorded ran with the build's own.
+std::optional<std::string> job_interpreter(const nlohmann::json& record, const Installation& where,
+                                           const std::string& job_id) {
+    const auto recorded = from_record(record);
+    if (!recorded) {
+        return where.python;
+    }
+    const std::string stays = ": the job stays suspended (portal show " + job_id + ")";
+    if (access(recorded->path.c_str(), X_OK) != 0) {
+        log::say("resume", "python: " + printable(recorded->path) + ", the interpreter this job ran with (" +
+                               printable(describe(*recorded)) + "), is gone" + stays);
+        return std::nullopt;
+    }
+    try {
+        const Interpreter now =
+            probe_interpreter({recorded->path, InterpreterSource::Option}, interpreter_cache_dir());
+        const std::string differs = difference(*recorded, now);
+        if (!differs.empty()) {
+            log::say("resume", "python: " + printable(recorded->path) +
+                                   " is not the interpreter this job ran with (" + printable(differs) + ")" + stays);
+            return std::nullopt;
+        }
+        if (const auto reason = unsupported_reason(now, where.package_dir)) {
+            log::say("resume", "python: " + printable(*reason) + stays);
+            return std::nullopt;
+        }
+        return now.path;
+    } catch (const std::exception& e) {
+        // Gone, or no longer an interpreter.
+        log::say("resume", "python: " + printable(recorded->path) + " is not the interpreter this job ran with (" +
+                               printable(e.what()) + "; it ran with " + printable(describe(*recorded)) + ")" + stays);
+        return std::nullopt;
+    }
 }
 
 std::vector<std::string> command_of(const ResumeRequest& request, const std::string& id) {
@@ -124,10 +164,15 @@ int portal_resume(const ResumeRequest& request) {
     if (!machine_fits(request, job.id)) {
         return kRefused;
     }
-    const auto installation = locate_installation(self_executable());
+    auto installation = locate_installation(self_executable());
     if (!installation) {
         return kRefused;
     }
+    const auto python = job_interpreter(record, *installation, job.id);
+    if (!python) {
+        return options::kUsageExit;
+    }
+    installation->python = *python;
     // --mem caps the resumed job as if the machine had that much (the tripwire), so
     // that it is suspended again, not killed, if it needs more still.
     // Checked while parsing (options::mem_size, the one check portal-run makes too):

@@ -4,6 +4,7 @@
 #include <iostream>
 #include <sstream>
 
+#include "portal/interpreter_probe.hpp"
 #include "portal/log.hpp"
 #include "portal/size.hpp"
 #include "portal/slurm.hpp"
@@ -116,6 +117,9 @@ std::string show_text(const JobView& view, std::time_t now) {
     out << "\n";
     out << "program     " << printable(program_text(r, true)) << "\n";
     out << "cwd         " << field(r, "cwd") << "\n";
+    if (const auto python = from_record(r)) {
+        out << "python      " << printable(describe(*python)) << "\n";
+    }
     std::string policies;
     const nlohmann::json recorded_policies = r.value("policies", nlohmann::json::object());
     for (const auto& [key, value] : recorded_policies.items()) {

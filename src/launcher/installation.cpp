@@ -44,7 +44,7 @@ std::optional<Installation> locate_installation(const std::string& exe_path) {
                                      " (reinstall it: bash scripts/setup.sh)");
         return std::nullopt;
     }
-    return Installation{PORTAL_PYTHON_EXECUTABLE, *package};
+    return Installation{PORTAL_PYTHON_EXECUTABLE, *package, /*pyc_magic: not probed*/ ""};
 }
 
 }  // namespace portal

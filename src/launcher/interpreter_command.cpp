@@ -30,6 +30,16 @@ bool has_zip_end_record(std::ifstream& in, std::streamoff size) {
     return buf.find(std::string("PK\x05\x06", 4)) != std::string::npos;
 }
 
+std::string hex_of(char a, char b) {
+    constexpr const char* kDigits = "0123456789abcdef";
+    std::string out;
+    for (unsigned char c : {static_cast<unsigned char>(a), static_cast<unsigned char>(b)}) {
+        out += kDigits[c >> 4];
+        out += kDigits[c & 0xf];
+    }
+    return out;
+}
+
 }  // namespace
 
 std::string bootstrap_line(const std::string& package_dir) {
@@ -37,7 +47,7 @@ std::string bootstrap_line(const std::string& package_dir) {
            ");__import__('_portal.boot').boot.main()";
 }
 
-bool runs_as_source(const std::string& path) {
+bool runs_as_source(const std::string& path, const std::string& pyc_magic) {
     struct stat st {};
     if (stat(path.c_str(), &st) != 0 || !S_ISREG(st.st_mode)) {
         return false;
@@ -51,8 +61,9 @@ bool runs_as_source(const std::string& path) {
     }
     std::array<char, 4> head{};
     in.read(head.data(), head.size());
-    // CPython 3.11's bytecode magic: 3495, then \r\n.
-    if (in.gcount() >= 2 && static_cast<unsigned char>(head[0]) == 0xa7 && head[1] == 0x0d) {
+    // The interpreter's bytecode magic (3.11: 3495 = a7 0d), then \r\n.
+    if (in.gcount() == static_cast<std::streamsize>(head.size()) && head[2] == '\r' && head[3] == '\n' &&
+        (pyc_magic.empty() || hex_of(head[0], head[1]) == pyc_magic)) {
         return false;
     }
     in.clear();
@@ -64,7 +75,7 @@ std::vector<std::string> interpreter_argv(const ProgramSpec& program, const Inst
     const char* mode = nullptr;
     switch (program.kind) {
         case ProgramKind::Script:
-            if (!runs_as_source(program.target)) {
+            if (!runs_as_source(program.target, where.pyc_magic)) {
                 argv.push_back(program.target);
                 argv.insert(argv.end(), program.args.begin(), program.args.end());
                 return argv;

@@ -10,7 +10,9 @@
 
 #include "portal/command_line.hpp"
 #include "portal/installation.hpp"
+#include "portal/interpreter_choice.hpp"
 #include "portal/interpreter_command.hpp"
+#include "portal/interpreter_probe.hpp"
 #include "portal/job_run.hpp"
 #include "portal/job_store.hpp"
 #include "portal/store_trust.hpp"
@@ -34,6 +36,7 @@ using options::kUsageExit;
 struct RunOptions {
     bool version = false;
     std::string mem;  // empty: the machine's memory
+    std::string python;  // empty: PORTAL_PYTHON, the venv, conda, PATH (interpreter_choice.hpp)
     std::vector<std::string> user_code;
     std::vector<std::string> policies;
     bool requeue = false;  // inside a Slurm batch job: resume its own suspended job (slurm_requeue.hpp)
@@ -44,7 +47,7 @@ struct RunOptions {
 void describe(CLI::App& app, RunOptions& opts) {
     const std::string name = app.get_name();
     app.description(
-        "Run a Python program exactly as /usr/bin/python3 would; when an out-of-memory error "
+        "Run a Python program exactly as python3 would; when an out-of-memory error "
         "reaches one of its loops, Portal suspends it so that it can be resumed on a larger "
         "machine.\n\n  " +
         name + " [OPTIONS] SCRIPT [ARGS...]\n  " + name + " [OPTIONS] -m MODULE [ARGS...]\n  " +
@@ -53,6 +56,11 @@ void describe(CLI::App& app, RunOptions& opts) {
         "Portal's options come before the program; everything after SCRIPT (or -m MODULE, "
         "-c CODE) is the program's own, --help included.");
     app.add_flag("--version", opts.version, "Print Portal's version and exit");
+    app.add_option("--python", opts.python,
+                   "Run the program with this interpreter (a path, or a name looked up on PATH); "
+                   "otherwise PORTAL_PYTHON, the active venv's or conda env's python3, the first "
+                   "python3 on PATH (docs/interpreters.md)")
+        ->type_name("PATH");
     app.add_option("--policy", opts.policies,
                    "Set a job policy (repeatable): oom.on=false makes every out-of-memory error "
                    "fail at once, as under python; oom.action=suspend|retry|skip (retry: resume at "
@@ -108,6 +116,45 @@ std::set<std::string> options_with_value(const CLI::App& app) {
     return names;
 }
 
+// The interpreter the program runs in, probed and checked against this
+// installation; nullopt after saying why (one line) when there is none Portal can use.
+std::optional<Interpreter> usable_interpreter(const std::string& option, const std::string& package_dir) {
+    try {
+        const InterpreterChoice choice =
+            choose_interpreter(option.empty() ? std::nullopt : std::optional<std::string>(option), process_env);
+        Interpreter python = probe_interpreter(choice, interpreter_cache_dir());
+        if (const auto reason = unsupported_reason(python, package_dir)) {
+            log::say("python", *reason);
+            return std::nullopt;
+        }
+        return python;
+    } catch (const NoInterpreter& e) {
+        log::say("python", e.what());
+    } catch (const ProbeFailed& e) {
+        log::say("python", e.what());
+    }
+    return std::nullopt;
+}
+
+// `--version`: Portal's, and the interpreter a run would use (or why none).
+void print_version(const std::string& invoked_as, const std::string& option) {
+    std::cout << invoked_as << " (portal) " << kVersion << "\n";
+    const auto installation = locate_installation(self_executable());
+    std::string line;
+    try {
+        const InterpreterChoice choice =
+            choose_interpreter(option.empty() ? std::nullopt : std::optional<std::string>(option), process_env);
+        const Interpreter python = probe_interpreter(choice, interpreter_cache_dir());
+        line = describe(python);
+        if (const auto reason = installation ? unsupported_reason(python, installation->package_dir) : std::nullopt) {
+            line += "; not usable: " + *reason;
+        }
+    } catch (const std::exception& e) {
+        line = std::string("none: ") + e.what();
+    }
+    std::cout << "python: " << line << "\n";
+}
+
 }  // namespace
 
 int portal_run(const std::vector<std::string>& args, const std::string& invoked_as) {
@@ -136,7 +183,7 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
         return kUsageExit;
     }
     if (opts.version) {
-        std::cout << invoked_as << " (portal) " << kVersion << "\n";
+        print_version(invoked_as, opts.python);
         return 0;
     }
     if (split.program.kind == ProgramKind::None) {
@@ -152,18 +199,26 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
         log::say("policy", std::string(e.what()) + " (see " + invoked_as + " --help)");
         return kUsageExit;
     }
-    const auto installation = locate_installation(self_executable());
+    auto installation = locate_installation(self_executable());
     if (!installation) {
         return 1;
     }
     std::optional<std::string> requeue_key;
     if (opts.requeue) {
         // The Slurm job's own Portal job, if an earlier start of it left one: resumed
-        // (this process becomes `portal resume`), or not run again once completed.
+        // (this process becomes `portal resume`, in the job's recorded interpreter),
+        // or not run again once completed.
         const RequeueStart start = start_requeued(opts.mem, resume_forwarded_options(split.portal_args));
         if (start.exit_code) return *start.exit_code;
         requeue_key = start.key;
     }
+    // Before any job exists: an interpreter Portal cannot use runs nothing.
+    const auto python = usable_interpreter(opts.python, installation->package_dir);
+    if (!python) {
+        return kUsageExit;
+    }
+    installation->python = python->path;
+    installation->pyc_magic = python->pyc_magic;
     set_boot_policy(policies);
     // The bootstrap takes Portal's settings from the environment and removes them
     // before the program starts (python/_portal/boot.py).
@@ -195,6 +250,14 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
         log::say("store", std::string(e.what()) + "; the program runs, but cannot be suspended");
     } catch (const JobError& e) {
         log::say("job store", std::string(e.what()) + "; the program runs, but cannot be suspended");
+    }
+    if (run) {
+        try {
+            // `portal resume` runs the job in this same interpreter, or refuses.
+            run->job().modify_record([&](nlohmann::json& r) { r["interpreter"] = to_record(*python); });
+        } catch (const JobError& e) {
+            log::say("job store", std::string(e.what()) + "; the job's interpreter is not recorded");
+        }
     }
     if (run && requeue_key) {
         record_requeue_key(run->job(), *requeue_key);

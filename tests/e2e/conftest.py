@@ -3,7 +3,11 @@ the corpus, run a program under /usr/bin/python3 and under portal-run in the sam
 conditions, and compare what came out.
 
 The suite runs under Debian's /usr/bin/python3 (CTest starts it so); `portal-run`
-is taken from $PORTAL_RUN, else from PATH.
+is taken from $PORTAL_RUN, else from PATH.  The interpreter portal-run runs
+programs in is $PORTAL_PYTHON (CTest passes the one the build was configured
+with; a lane for another interpreter passes its own), /usr/bin/python3 when
+unset: set here in the suite's own environment, so that every run of portal-run
+inherits it and none falls to the first python3 on PATH (docs/interpreters.md).
 """
 import dataclasses
 import difflib
@@ -19,7 +23,7 @@ from typing import Callable, Dict, List, Optional
 
 import pytest
 
-PYTHON = "/usr/bin/python3"
+PYTHON = os.environ.setdefault("PORTAL_PYTHON", "/usr/bin/python3")
 CORPUS = Path(__file__).resolve().parent / "compat"
 RUN_TIMEOUT = 60  # seconds for one program run; a hang fails the test, never the suite
 READY = b"ready"
@@ -55,6 +59,7 @@ def base_env(overrides: Optional[Dict[str, str]] = None) -> Dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if not k.startswith(("PYTHON", "PORTAL_")) and k != "PYTEST_CURRENT_TEST"}
     env["LC_ALL"] = "C.UTF-8"
+    env["PORTAL_PYTHON"] = PYTHON  # the interpreter under test, never PATH's python3
     env.update(overrides or {})
     return env
 

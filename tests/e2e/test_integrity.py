@@ -38,7 +38,7 @@ def oom_line():
 
 def env_for(home, **extra):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PORTAL_", "PYTHON"))}
-    env.update(PORTAL_HOME=str(home), LC_ALL="C.UTF-8", PYTHONDONTWRITEBYTECODE="1", **extra)
+    env.update(PORTAL_HOME=str(home), PORTAL_PYTHON=PYTHON, LC_ALL="C.UTF-8", PYTHONDONTWRITEBYTECODE="1", **extra)
     return env
 
 

@@ -37,7 +37,9 @@ def test_help(portal_run):
 def test_version(portal_run):
     out, err, rc = run([portal_run, "--version"])
     assert (rc, err) == (0, b"")
-    assert re.fullmatch(rb"portal-run \(portal\) \d+\.\d+\.\d+\n", out), out
+    # ... and the interpreter a run would use (docs/interpreters.md): base_env's PORTAL_PYTHON.
+    assert re.fullmatch(rb"portal-run \(portal\) \d+\.\d+\.\d+\npython: " + re.escape(PYTHON.encode()) +
+                        rb" \(CPython 3\.\d+\.\d+, chosen by PORTAL_PYTHON\)\n", out), out
 
 
 def test_unknown_option_before_the_script(portal_run, corpus):
@@ -170,7 +172,7 @@ def test_portal_run_subcommand_own_options(portal_cli):
     assert b"portal run [OPTIONS] SCRIPT [ARGS...]" in out
     out, err, rc = run([portal_cli, "run", "--version"])
     assert (rc, err) == (0, b"")
-    assert re.fullmatch(rb"portal run \(portal\) \d+\.\d+\.\d+\n", out), out
+    assert re.fullmatch(rb"portal run \(portal\) \d+\.\d+\.\d+\npython: .*\n", out), out
     out, err, rc = run([portal_cli, "run"])
     assert (rc, out) == (2, b"")
     assert err.startswith(b"portal: portal run: ") and err.count(b"\n") == 1, err

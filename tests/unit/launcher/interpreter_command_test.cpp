@@ -21,7 +21,7 @@ struct TempFile {
     ~TempFile() { std::remove(path.c_str()); }
 };
 
-const Installation kWhere{"/usr/bin/python3", "/opt/portal/python"};
+const Installation kWhere{"/usr/bin/python3", "/opt/portal/python", ""};
 
 TEST(BootstrapLine, QuotesThePackageDirectory) {
     EXPECT_EQ(bootstrap_line("/a/b'c"),
@@ -35,6 +35,10 @@ TEST(RunsAsSource, OnlyRegularSourceFiles) {
     EXPECT_FALSE(runs_as_source("/tmp"));
     TempFile pyc(std::string("\xa7\x0d\x0d\x0a", 4) + std::string(12, '\0'), ".bin");
     EXPECT_FALSE(runs_as_source(pyc.path));
+    // The chosen interpreter's own magic decides, as CPython decides (3.13's is f3 0d):
+    // another version's bytecode is what that interpreter would read as source.
+    EXPECT_FALSE(runs_as_source(pyc.path, "a70d"));
+    EXPECT_TRUE(runs_as_source(pyc.path, "f30d"));
     TempFile named_pyc("anything", ".pyc");
     EXPECT_FALSE(runs_as_source(named_pyc.path));
     TempFile zip(std::string("PK\x03\x04", 4) + std::string(30, 'x') + std::string("PK\x05\x06", 4) +
