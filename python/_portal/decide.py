@@ -93,10 +93,35 @@ def _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, make_stat
     threading_state.thaw_unsaved()          # only the threads the state holds stay held
     from _portal import irreversible
     # A preemption's point is an iteration that has not started: nothing of it to undo.
-    differ = [] if _portal_own(exc) else irreversible.will_differ(loop_frame.f_code, loop_line, roots, saved)
+    differ = [] if _portal_own(exc) else (irreversible.will_differ(loop_frame.f_code, loop_line, roots, saved)
+                                          + _changed_variables(loop_frame, loop_line, site, exc))
     if differ and runtime.policy.get("oom.exact") == "true":
         return "with oom.exact=true, not a point where something will differ: " + "; ".join(differ)
     return Point(frames, site, state, roots, differ)
+
+
+def _changed_variables(loop_frame, loop_line, site, exc):
+    """[text] for each variable of the loop's frame that the failed iteration may
+    have rebound before the error and that its rerun reads (bytecode/carried.py):
+    the rerun starts from the changed value.  A for loop's targets, which a
+    marked loop in a function rolls back (iteration.py), are not among them."""
+    from _portal.bytecode import carried
+    from _portal import iteration
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame is not loop_frame:
+        tb = tb.tb_next
+    if tb is None:
+        return []
+    code = loop_frame.f_code
+    marks = iteration.marks_of(code, loop_line) or {}
+    rolled_back = set(marks.get("targets") or ()) if code.co_flags & _CO_OPTIMIZED else set()
+    filename = code.co_filename
+    return [f"the failed iteration may already have changed '{name}' ({filename}:{line}) before the "
+            f"error: it runs again from the changed value"
+            for name, line in carried.changed_before(code, site, tb.tb_lasti) if name not in rolled_back]
+
+
+_CO_OPTIMIZED = 0x1   # inspect.CO_OPTIMIZED: a function's frame (its targets are fast locals)
 
 
 def _portal_own(exc):

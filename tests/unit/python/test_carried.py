@@ -1,0 +1,102 @@
+"""bytecode/carried.py: the variables a failed iteration rebound before the error
+that its rerun would read changed (the capture names them: "will differ")."""
+import builtins
+import sys
+
+import pytest
+
+from _portal import codemap, instrument
+from _portal.bytecode import carried
+from _portal.instrument import compile_user_source
+
+
+@pytest.fixture
+def found(monkeypatch):
+    """Runs a program whose loop raises MemoryError at `fail`; the rescue builtin
+    records what carried.py finds for the loop the error reached first."""
+    seen = []
+
+    def rescue(loop_line, *rest):
+        frame = sys._getframe(1)
+        exc = sys.exception() if hasattr(sys, "exception") else sys.exc_info()[1]
+        tb = exc.__traceback__
+        while tb.tb_frame is not frame:
+            tb = tb.tb_next
+        site = codemap.find_loop(frame.f_code, loop_line, lasti=frame.f_lasti)
+        if not seen:
+            seen.append([name for name, _ in carried.changed_before(frame.f_code, site, tb.tb_lasti)])
+        return False
+    monkeypatch.setattr(builtins, instrument.RESCUE_NAME, rescue, raising=False)
+
+    def run(source):
+        with pytest.raises(MemoryError):
+            exec(compile_user_source(source, "c.py"), {"__name__": "c"})
+        return seen[0]
+    return run
+
+
+def test_a_counter_rebound_before_the_error_is_found(found):
+    assert found("""
+def main():
+    n = 0
+    for i in range(3):
+        n += 1
+        if i == 1:
+            raise MemoryError
+    return n
+main()
+""") == ["n"]
+
+
+def test_a_variable_rebound_only_after_the_error_or_before_any_read_is_not(found):
+    assert found("""
+def main():
+    n = 0
+    last = None
+    for i in range(3):
+        last = i * 2            # stored before it is read: the rerun stores it again
+        if i == 1:
+            raise MemoryError
+        n += last               # after the error: not run yet
+    return n, last
+main()
+""") == []
+
+
+def test_module_level_names_and_globals_are_found(found):
+    assert found("""
+step = 0
+total = 0
+for i in range(3):
+    step += 1
+    if i == 1:
+        raise MemoryError
+    total += i
+""") == ["step"]
+
+
+def test_a_global_of_a_function(found):
+    assert found("""
+step = 0
+def main():
+    global step
+    for i in range(3):
+        step = step + 1
+        if i == 1:
+            raise MemoryError
+main()
+""") == ["step"]
+
+
+def test_a_while_loops_condition_does_not_count(found):
+    assert found("""
+def main():
+    n = 3
+    k = 0
+    while n > 0:
+        k += 1
+        if n == 2:
+            raise MemoryError
+        n -= 1
+main()
+""") == ["k"]
