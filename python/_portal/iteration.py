@@ -45,11 +45,18 @@ _DATALOADER = "torch.utils.data.dataloader"
 # a capture rolls back to.  The copy relies on the generator's C layout: checked once
 # against getstate() on a seeded, drawn-from generator; getstate() if it disagrees.
 _SNAPSHOT = []     # [snapshot function or None], decided at the first mark
+try:
+    # Imported now, with the package: after the start-up the program's sys.modules
+    # no longer holds Portal's modules (boot.py), so a mark could not import it.
+    from _portal import _rngstate
+except ImportError:    # not built for this interpreter: getstate(), exact and slower
+    _rngstate = None
 
 
 def _snapshot_function():
+    if _rngstate is None:
+        return None
     try:
-        from _portal import _rngstate
         probe = random.Random(20240601)
         probe.random()
         version, internal, gauss_next = probe.getstate()
@@ -75,7 +82,6 @@ def random_state(noted):
     """The random.getstate() value of what _random_mark() noted."""
     if noted[0] != "snapshot":
         return noted
-    from _portal import _rngstate
     return (random.Random.VERSION, _rngstate.internal_state(noted[1]), noted[2])
 
 
