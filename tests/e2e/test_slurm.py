@@ -16,7 +16,6 @@ loopback and stops at the end, every job and daemon included:
 - `sbatch --requeue --signal=B:USR1@50` with `portal-run --requeue
   --preempt-signal USR1` inside: preempted (suspended at an iteration start),
   requeued by portal-run itself, resumed, finished with the uninterrupted result.
-  It needs --preempt-signal (issue 13 item 2) and skips, saying so, without it.
 
 Slurm checks time limits about every 30 s and starts a requeued job ~6 s later
 (cred_expire=5): every wait below is in tens of seconds, never tight.
@@ -319,14 +318,7 @@ def test_a_requeued_batch_job_resumes_its_own_job(store):
     assert len(store.record(job)["runs"]) == 2
 
 
-def preempt_signal_supported():
-    help_text = subprocess.run([PORTAL_RUN, "--help"], capture_output=True, timeout=COMMAND_TIMEOUT).stdout
-    return b"--preempt-signal" in help_text
-
-
 def test_a_signal_preempted_batch_job_requeues_itself_and_finishes(store):
-    if not preempt_signal_supported():
-        pytest.skip("portal-run has no --preempt-signal yet (issue 13 item 2, preemption, is another part)")
     # 100 s of steps: USR1 is due 10 s into each start (50 s before the 1 min limit),
     # delivered at Slurm's next limit check (10-40 s in): no start gets further than
     # 40 s, so the job is preempted at least twice, each start going further.
