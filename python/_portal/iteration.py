@@ -63,7 +63,7 @@ def _snapshot_function():
         if _rngstate.internal_state(_rngstate.snapshot(probe)) != internal:
             return None
         return _rngstate.snapshot
-    except Exception:   # not built, or another layout: the exact, slower way
+    except Exception:   # another layout than rng_snapshot.c expects: the exact, slower way
         return None
 
 
