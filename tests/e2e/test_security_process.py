@@ -114,7 +114,10 @@ def start(cmd, work, pids):
     proc = subprocess.Popen(cmd, cwd=work, env=env_of(work), stdin=subprocess.DEVNULL,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        read_until(proc.stdout.fileno(), b"held", time.monotonic() + RUN_TIMEOUT, " ".join(cmd))
+        # The whole line: under PYTHONUNBUFFERED print() writes "held" and "\n" apart,
+        # and a supervisor killed between them leaves the program a broken pipe, of
+        # which it dies (as it would under python) before the test has looked.
+        read_until(proc.stdout.fileno(), b"held\n", time.monotonic() + RUN_TIMEOUT, " ".join(cmd))
     except BaseException:
         proc.kill()
         proc.wait()
