@@ -15,6 +15,7 @@ import os
 import resource
 import select
 import shutil
+import stat
 import subprocess
 import tempfile
 import time
@@ -358,7 +359,23 @@ def users():
     if os.geteuid() != 0:
         pytest.skip("cross-user attacks need two real users: run the suite as root, "
                     "which creates portal-victim and portal-attacker")
-    return _unprivileged_user("portal-victim"), _unprivileged_user("portal-attacker")
+    victim, attacker = _unprivileged_user("portal-victim"), _unprivileged_user("portal-attacker")
+    _assert_reachable_by(victim, os.environ.get("PORTAL_RUN") or shutil.which("portal-run"))
+    return victim, attacker
+
+
+def _assert_reachable_by(user: User, portal_run: Optional[str]) -> None:
+    """The attacks run Portal as these users: a build they cannot reach (a clone
+    under a 0700 directory such as `mktemp -d`'s) would fail every attack with
+    "permission denied", which reads as a broken product.  Said plainly instead."""
+    if not portal_run:
+        return
+    blocked = [str(d) for d in reversed(Path(portal_run).resolve().parents)
+               if d.is_dir() and not d.stat().st_mode & stat.S_IXOTH]
+    assert not blocked, (f"{portal_run} is not reachable by {user.name}: {blocked[0]} lets no other "
+                         f"user enter it (mode {stat.S_IMODE(os.stat(blocked[0]).st_mode):o}); "
+                         f"clone and build under a directory others may enter (chmod o+x), "
+                         f"then run the attack suite again")
 
 
 @pytest.fixture
