@@ -17,7 +17,8 @@
 # could not give a working root: debian-root.sh's `skipped:` line comes before).
 # Environment: PORTAL_ROOTS (debian-root.sh), PORTAL_LANES_BUILD (where the
 # chroot lanes build, default /var/tmp/portal-lanes), PORTAL_LANE_CTEST_ARGS (more
-# CTest arguments, e.g. "-R unit"), JOBS (default: the number of cores).
+# CTest arguments, e.g. "-R unit"), PYTEST_ADDOPTS (passed into the root, e.g.
+# "-k resume_twice" to run some cases of a suite), JOBS (default: the number of cores).
 set -euo pipefail
 # The whole script is one block: bash parses it all before running any of it, so
 # an edit of this file never changes a run already under way.
@@ -173,7 +174,7 @@ root_mount "$root" bind "$build" "$BUILD_IN_ROOT"
 in_lane() {
   chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin \
     HOME=/root LANG=C.UTF-8 TERM="${TERM:-dumb}" PORTAL_PYTHON="$ROOT_PYTHON" TMPDIR=/tmp \
-    /bin/bash -c "$1"
+    PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-}" /bin/bash -c "$1"
 }
 
 echo "portal: lane: $lane: $(in_lane "$ROOT_PYTHON --version" 2>&1), building $SRC_IN_ROOT in $build" >&2
