@@ -71,7 +71,7 @@ unwrapped, innermost first, so any program that compiles still compiles.
 """
 import ast
 
-from _portal import INSTRUMENT_VERSION, reraise
+from _portal import INSTRUMENT_VERSION, generator_close, reraise
 from _portal.bytecode.tables import T as _BYTECODE
 
 # Part of the instrumented-bytecode cache key: bump on any change of the output.
@@ -461,7 +461,8 @@ def compile_user_source(source, filename, fake_oom=None, *, wrap=True):
     if tree is None:
         return _plain(source, filename)
     try:
-        return reraise.keep_lines(compile(tree, filename, "exec", dont_inherit=True), RESCUE_NAME)
+        code = compile(tree, filename, "exec", dont_inherit=True)
+        return reraise.keep_lines(generator_close.keep_close(code, RESCUE_NAME), RESCUE_NAME)
     except SyntaxError as exc:
         # An error of the compiler stage ('return' outside function, ...): raise
         # python's own.  If plain compile() succeeds, the error was either a warning

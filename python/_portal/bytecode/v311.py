@@ -29,6 +29,11 @@ MAX_BLOCKS = 20
 # Blocks a generator's or coroutine's body starts under (3.11: none).
 GENERATOR_BLOCKS = 0
 
+# 3.11's generator close() always throws GeneratorExit into a suspended frame: its
+# RESUME after a yield has no mark for a yield outside any try block (v313.py).
+RESUME_AFTER_YIELD = 1
+RESUME_DEPTH1 = None
+
 
 def jump_target(op_offset: int, end: int, op: int, arg: int) -> int:
     """Byte offset a relative jump goes to: 3.11 counts from the instruction after

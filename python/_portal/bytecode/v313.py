@@ -51,6 +51,14 @@ MAX_BLOCKS = 21
 # plain function, 20 in a generator or coroutine)).
 GENERATOR_BLOCKS = 1
 
+# A generator's close() at a `yield` that no try block of the code encloses ends
+# it without throwing GeneratorExit into the frame (no trace events, no frame
+# run): the compiler marks that yield's RESUME with this bit of its argument
+# (RESUME_OPARG_DEPTH1_MASK, Include/internal/pycore_opcode_utils.h), only after
+# YIELD_VALUE (RESUME_AFTER_YIELD).
+RESUME_AFTER_YIELD = 1
+RESUME_DEPTH1 = 0x4
+
 
 def jump_target(op_offset: int, end: int, op: int, arg: int) -> int:
     """Byte offset a relative jump goes to: 3.13 counts from the end of the
