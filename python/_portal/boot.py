@@ -19,6 +19,7 @@ import sys
 def main():
     # The -c line put our package directory first; the program must not see it.
     package_dir = sys.path.pop(0)
+    _LINECACHE.append(_forget_bootstrap_line(sys.argv[1] == "command", package_dir))
     # The job this run belongs to (portal-run's supervisor made it): never seen by
     # the program, as none of PORTAL_* below.
     _JOB.append(os.environ.pop("PORTAL_JOB_DIR", None))
@@ -44,6 +45,57 @@ def main():
         _run_command(_toplevel, target, args)
     else:
         raise SystemExit(f"portal: boot: unknown mode {mode!r}")
+
+
+def _forget_bootstrap_line(command_mode, package_dir):
+    """An interpreter whose -c runner keeps the source of the code it runs for
+    its tracebacks (CPython 3.13: linecache._register_code(), imported for it
+    just before the code runs) kept portal-run's bootstrap line, as `<string>`.
+    That entry is forgotten here.  So is linecache when the runner imported it
+    (only Portal's own modules come after it in sys.modules: what site imported
+    comes before 'site'), with the path importer its import cached for the
+    working directory (sys.path[0] is '' under -c), except for a -c program,
+    under which python has both as well.  Returns linecache, or None for an
+    interpreter that keeps no -c source (then neither does _keep_command_source)."""
+    linecache = sys.modules.get("linecache")
+    kept = getattr(linecache, "_interactive_cache", None)
+    ours = [key for key in kept if key[0] == _COMMAND_FILENAME] if kept else []
+    if not ours:
+        return None
+    for key in ours:
+        del kept[key]
+    names = list(sys.modules)
+    if command_mode or not all(_is_portal_module(n) for n in names[names.index("linecache") + 1:]):
+        return linecache
+    del sys.modules["linecache"]
+    try:
+        cwd = os.getcwd()
+    except OSError:
+        return linecache
+    importers = list(sys.path_importer_cache)
+    if cwd in importers and all(_in_package(p, package_dir)
+                                for p in importers[importers.index(cwd) + 1:]):
+        del sys.path_importer_cache[cwd]
+    return linecache
+
+
+def _in_package(path, package_dir):
+    return path == package_dir or path.startswith(package_dir + os.sep)
+
+
+def _is_portal_module(name):
+    return name == "_portal" or name.startswith("_portal.")
+
+
+def _keep_command_source(code, command):
+    """A -c program's source, kept for its tracebacks as the interpreter's -c
+    runner keeps it, linecache imported (for the code that runs: the
+    instrumented code has the same names and first lines)."""
+    linecache = _LINECACHE[0]
+    if linecache is not None:
+        sys.modules.setdefault("linecache", linecache)  # a resumed job's: forgotten at boot
+        # python's command line parser appends a newline to the -c string it runs
+        linecache._register_code(code, command + "\n", _COMMAND_FILENAME)
 
 
 def _check_store():
@@ -101,7 +153,7 @@ def _forget_imports(package_dir):
     for name in ours:
         del sys.modules[name]
     for path in list(sys.path_importer_cache):
-        if path == package_dir or path.startswith(package_dir + os.sep):
+        if _in_package(path, package_dir):
             del sys.path_importer_cache[path]
     return ours
 
@@ -124,6 +176,10 @@ def _start_runtime(main_filename, **kwargs):
 
 
 _PORTAL_MODULES = {}
+_LINECACHE = []  # [linecache where the -c runner keeps the source it runs, or None]
+# The file name python runs a -c program under (runtime.COMMAND_FILENAME; the
+# runtime is not imported before the program's start-up).
+_COMMAND_FILENAME = "<string>"
 _JOB = []  # [the job's directory, or None]
 _USER_CODE = []  # portal-run --user-code PATH...
 _POLICY = {}  # portal-run --policy KEY=VALUE...
@@ -299,6 +355,8 @@ def _run_command(toplevel, command, args):
         status = None
     except SyntaxError as exc:
         status = toplevel.fail(exc.with_traceback(None))
+    else:
+        _keep_command_source(code, command)
     runtime.portal_modules = _forget_start_up(seen_modules, seen_importers)
     # python -c already put '' first on sys.path, as under python.
     globals_ = _fresh_main_dict()
@@ -327,5 +385,7 @@ def _resume(toplevel, job_dir, package_dir):
             runtime.explain_failure()
         _exit(toplevel, status)
         return
+    if runtime.command is not None:
+        _keep_command_source(main_code, runtime.command)
     runtime.portal_modules = _forget_imports(package_dir)
     _run_main(toplevel, runtime, main_code, globals_)

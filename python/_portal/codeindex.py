@@ -34,8 +34,11 @@ try:
     # at each call would put _sha256 back into the program's sys.modules when a
     # user module is registered while the program runs (`-m`, a late import).
     from _sha256 import sha256 as _sha256  # builtin: hashlib would load OpenSSL at start-up
-except ImportError:  # pragma: no cover
-    _sha256 = None
+except ImportError:
+    try:
+        from _sha2 import sha256 as _sha256  # CPython 3.12+: one builtin for the SHA-2 family
+    except ImportError:  # pragma: no cover
+        _sha256 = None
 
 
 def sha256_hex(data):

@@ -24,7 +24,10 @@ from _operator import _compare_digest as compare_digest
 try:
     from _sha256 import sha256 as _sha256      # built in: no OpenSSL to load
 except ImportError:
-    from hashlib import sha256 as _sha256
+    try:
+        from _sha2 import sha256 as _sha256    # CPython 3.12+: one builtin for the SHA-2 family
+    except ImportError:
+        from hashlib import sha256 as _sha256
 
 from . import store
 
