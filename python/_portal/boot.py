@@ -91,9 +91,9 @@ def _keep_command_source(code, command):
     """A -c program's source, kept for its tracebacks as the interpreter's -c
     runner keeps it, linecache imported (for the code that runs: the
     instrumented code has the same names and first lines)."""
-    linecache = _LINECACHE[0]
-    if linecache is not None:
-        sys.modules.setdefault("linecache", linecache)  # a resumed job's: forgotten at boot
+    if _LINECACHE[0] is not None:
+        # A resumed job's was forgotten at boot, and may have been imported again.
+        linecache = sys.modules.setdefault("linecache", _LINECACHE[0])
         # python's command line parser appends a newline to the -c string it runs
         linecache._register_code(code, command + "\n", _COMMAND_FILENAME)
 

@@ -231,12 +231,14 @@ def _compile(source, source_path, fake, wrap):
     program runs (a module imported late, or the module of `-m`): what its steps
     import lazily (CPython 3.13's ast.walk imports collections) is forgotten
     again, as start-up forgets its imports, so that the program finds
-    sys.modules and sys.path_importer_cache as python leaves them."""
+    sys.modules and sys.path_importer_cache as python leaves them.  Portal's own
+    modules are left to whoever forgets them (start-up keeps them for a rescue;
+    _instrument() forgets what it imported while the program runs)."""
     modules, importers = set(sys.modules), set(sys.path_importer_cache)
     try:
         return _instrument().compile_user_source(source, source_path, fake, wrap=wrap)
     finally:
-        for name in [n for n in sys.modules if n not in modules]:
+        for name in [n for n in sys.modules if n not in modules and n.split(".")[0] != "_portal"]:
             del sys.modules[name]
         for path in [p for p in sys.path_importer_cache if p not in importers]:
             del sys.path_importer_cache[path]

@@ -23,7 +23,7 @@ from typing import Callable, Dict, List, Optional
 
 import pytest
 
-from conftest import PYTHON, READY, Comparison, assert_same, run_both
+from conftest import PYTHON, READY, RUN_TIMEOUT, Comparison, assert_same, base_env, run_both
 
 
 # --- corpus set-up that git cannot hold -----------------------------------------------
@@ -401,3 +401,25 @@ def comparisons(request, portal_run, tmp_path_factory):
             futures[item.nodeid] = pool.submit(comparison_job(item, portal_run, workdir))
     yield futures
     pool.shutdown(cancel_futures=True)
+
+
+# --- a -c program resumed -----------------------------------------------------------
+# The resumed process runs the command's code again: its tracebacks must show the
+# command's lines where python's do (3.13 keeps a -c program's source for them).
+
+RESUMED_COMMAND = "def f(i):\n    return 1 / (i - 2)\nfor i in range(4):\n    print(i, f(i))\n"
+
+
+def test_command_resumed_reports_as_python(portal_run, portal_cli, tmp_path):
+    def run(cmd, **extra):
+        env = base_env(dict(PORTAL_HOME=str(tmp_path / "home"), **extra))
+        return subprocess.run(cmd, cwd=tmp_path, env=env, stdin=subprocess.DEVNULL,
+                              capture_output=True, timeout=RUN_TIMEOUT)
+    python = run([PYTHON, "-c", RESUMED_COMMAND])
+    assert python.returncode == 1 and b"ZeroDivisionError" in python.stderr, python
+    first = run([portal_run, "-c", RESUMED_COMMAND], PORTAL_FAKE_OOM="<string>:4@2")
+    assert first.returncode == 75, first
+    job = re.search(rb"portal resume (\S+)", first.stderr).group(1).decode()
+    resumed = run([portal_cli, "resume", job])
+    assert (resumed.returncode, first.stdout + resumed.stdout, resumed.stderr) == (
+        python.returncode, python.stdout, python.stderr)
