@@ -226,24 +226,6 @@ def _instrument():
     return instrument
 
 
-def _compile(source, source_path, fake, wrap):
-    """The instrumenter's compile of a user module, which may come while the
-    program runs (a module imported late, or the module of `-m`): what its steps
-    import lazily (CPython 3.13's ast.walk imports collections) is forgotten
-    again, as start-up forgets its imports, so that the program finds
-    sys.modules and sys.path_importer_cache as python leaves them.  Portal's own
-    modules are left to whoever forgets them (start-up keeps them for a rescue;
-    _instrument() forgets what it imported while the program runs)."""
-    modules, importers = set(sys.modules), set(sys.path_importer_cache)
-    try:
-        return _instrument().compile_user_source(source, source_path, fake, wrap=wrap)
-    finally:
-        for name in [n for n in sys.modules if n not in modules and n.split(".")[0] != "_portal"]:
-            del sys.modules[name]
-        for path in [p for p in sys.path_importer_cache if p not in importers]:
-            del sys.path_importer_cache[path]
-
-
 def load_code(source_path, wrap=True, fake=None, source=None, read=None, registry=None):
     """(code, source) where code is the instrumented code of source_path, from the
     cache if it holds this very source, else compiled (and cached); code is None when
@@ -265,7 +247,7 @@ def load_code(source_path, wrap=True, fake=None, source=None, read=None, registr
         _imp._fix_co_filename(code, source_path)
     else:
         try:
-            code = _compile(source, source_path, fake, wrap)
+            code = _instrument().compile_user_source(source, source_path, fake, wrap=wrap)
         except Exception:
             return None, source
         cache_path = cache_path or portal_cache_path(source_path, create=True)

@@ -140,6 +140,18 @@ def _need_stmt(s, memo):
 
 # --- the rewrite -------------------------------------------------------------------------
 
+def _walk(node):
+    """ast.walk(node): every node under `node`, breadth first, in ast.walk's order,
+    without the import of collections that CPython 3.13's ast.walk makes at each
+    call: this runs while the program runs (a user module imported late, `-m`),
+    where that import would put collections back into the program's sys.modules
+    after start-up forgot it."""
+    todo = [node]
+    for node in todo:          # a list grown while iterated: first in, first out
+        todo.extend(ast.iter_child_nodes(node))
+        yield node
+
+
 def _copy_loc(node, src):
     node.lineno = src.lineno
     node.col_offset = src.col_offset
@@ -149,7 +161,7 @@ def _copy_loc(node, src):
 
 
 def _no_loc(node):
-    for n in ast.walk(node):
+    for n in _walk(node):
         if isinstance(n, (ast.stmt, ast.expr, ast.excepthandler)):
             n.__dict__.update(_NO_LOC)
     return node
@@ -206,7 +218,7 @@ def _training_functions(tree):
     Trainer's fit -> _train_epoch -> _step).  Names, not bindings: a same-named
     function elsewhere is taken too, which costs only a mark."""
     calls = {}
-    for node in ast.walk(tree):
+    for node in _walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             calls.setdefault(node.name, set()).update(_calls(node.body))
     training = {name for name, called in calls.items() if "backward" in called}
@@ -223,7 +235,7 @@ def _training_functions(tree):
 def _mentions_numpy_random(stmts):
     """Whether the statements mention `np.random` or `numpy.random`."""
     return any(isinstance(n, ast.Attribute) and n.attr == "random" and isinstance(n.value, ast.Name)
-               and n.value.id in ("np", "numpy") for s in stmts for n in ast.walk(s))
+               and n.value.id in ("np", "numpy") for s in stmts for n in _walk(s))
 
 
 def _target_names(loop):
@@ -231,7 +243,7 @@ def _target_names(loop):
     in ...` gives i, x, y; `for self.x in` none)."""
     if not isinstance(loop, (ast.For, ast.AsyncFor)):
         return ()
-    return tuple(n.id for n in ast.walk(loop.target)
+    return tuple(n.id for n in _walk(loop.target)
                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
 
 
