@@ -396,7 +396,8 @@ def comparisons(request, portal_run, tmp_path_factory):
     pool = ThreadPoolExecutor(max_workers=max(2, len(os.sched_getaffinity(0))))
     futures = {}
     for item in request.session.items:
-        if item.module is sys.modules[__name__] and item.nodeid not in futures:
+        compares = "case" in getattr(getattr(item, "callspec", None), "params", {})
+        if compares and item.module is sys.modules[__name__] and item.nodeid not in futures:
             workdir = tmp_path_factory.mktemp(re.sub(r"\W+", "_", item.name)[:60])
             futures[item.nodeid] = pool.submit(comparison_job(item, portal_run, workdir))
     yield futures
