@@ -127,7 +127,35 @@ def _index(it):
     return None
 
 
-def _iteration(frames, site):
+_RANGE_ITERATORS = frozenset({"range_iterator", "longrange_iterator"})
+
+
+def _range_index(it, loop_frame, site):
+    """The 0-based index of the item a range iterator gave last, where it keeps
+    only what is left (CPython 3.12+: `range(next, stop, step)`) and the loop's
+    code says where the range began (bytecode/range_loops.py), the name `range`
+    being the builtin in the loop's frame; None otherwise."""
+    if type(it).__name__ not in _RANGE_ITERATORS or site.for_iter is None:
+        return None
+    from _portal.bytecode.range_loops import RANGE, range_start
+    found = range_start(loop_frame.f_code, site.for_iter)
+    if found is None:
+        return None
+    _scope, start = found     # LOAD_GLOBAL and module-level LOAD_NAME: globals, then builtins
+    bound = loop_frame.f_globals.get(RANGE, loop_frame.f_builtins.get(RANGE))
+    if bound is not range:
+        return None
+    try:
+        left = it.__reduce__()[1][0]
+    except Exception:
+        return None
+    if not isinstance(left, range) or left.step == 0:
+        return None
+    given, rest = divmod(left.start - start, left.step)
+    return given - 1 if rest == 0 and given > 0 else None
+
+
+def _iteration(frames, site, loop_frame):
     """(index, text) of the iteration that runs again: `iteration 13 (0-based)`,
     `batch 4 (0-based) of epoch 2 (0-based)` for a DataLoader loop inside an
     indexed one; (None, None) when the loop's iterator does not tell (a while
@@ -136,6 +164,9 @@ def _iteration(frames, site):
     if not site.is_for or site.iter_slot is None or site.iter_slot >= len(stack):
         return None, None
     found = _index(stack[site.iter_slot])
+    if found is None:
+        index = _range_index(stack[site.iter_slot], loop_frame, site)
+        found = None if index is None else ("iteration", index)
     if found is None:
         return None, None
     kind, index = found
@@ -269,7 +300,7 @@ def _point_state(runtime, loop_frame, loop_line, frames, site, roll_back=True):
     """The ProgramState to save at this loop, and the names of its roots.
     roll_back=False: the point is the start of an iteration that has not run yet
     (a preemption's safe point): the states are saved as they are."""
-    index, text = _iteration(frames, site)
+    index, text = _iteration(frames, site, loop_frame)
     loop = LoopInfo(filename=loop_frame.f_code.co_filename, line=loop_line,
                     iteration=index, function=loop_frame.f_code.co_name, iteration_text=text)
     process = _process_state()
