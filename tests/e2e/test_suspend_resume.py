@@ -76,6 +76,22 @@ def importable(module: str) -> bool:
                           timeout=RUN_TIMEOUT).returncode == 0
 
 
+@functools.lru_cache(maxsize=None)
+def torch_oom_name() -> str:
+    """The name python prints for torch's out-of-memory error, as the interpreter
+    under test's torch defines it (torch 1.13: torch.cuda.OutOfMemoryError; 2.x:
+    torch.OutOfMemoryError, of which torch.cuda's is an alias)."""
+    p = subprocess.run([PYTHON, "-c", "import torch; e = torch.cuda.OutOfMemoryError; "
+                        "print(f'{e.__module__}.{e.__qualname__}')"],
+                       capture_output=True, timeout=RUN_TIMEOUT)
+    assert p.returncode == 0, p.stderr.decode()
+    return p.stdout.decode().strip()
+
+
+# An error text's placeholder for that name (Stop.error).
+TORCH_OOM = "{torch_oom}"
+
+
 # --- cases ------------------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -228,7 +244,8 @@ def marker_line(case: Case, marker: str):
 def check_report(case: Case, stop: Stop, report: dict, outcome: Outcome, when: float):
     root = outcome.root
     where = f"report {report!r}"
-    assert report["error"] == stop.error, where
+    error = stop.error.replace(TORCH_OOM, torch_oom_name()) if TORCH_OOM in stop.error else stop.error
+    assert report["error"] == error, where
     filename, line = marker_line(case, stop.at)
     assert (report["error_file"], int(report["error_line"])) == (str(root / filename), line), where
     filename, line = marker_line(case, stop.loop)
@@ -480,7 +497,7 @@ CASES = [
            stops=[Stop("loop", "work", 3, error=error)], needs="torch" if kind == "torch" else "")
       for kind, error in [
           ("memory", "MemoryError"),
-          ("torch", "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB "
+          ("torch", f"{TORCH_OOM}: CUDA out of memory. Tried to allocate 2.00 GiB "
                     "(fake, PORTAL_FAKE_OOM)"),
           ("cuda", "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB "
                    "(fake, PORTAL_FAKE_OOM)"),
