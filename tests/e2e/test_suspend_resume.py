@@ -92,6 +92,29 @@ def torch_oom_name() -> str:
 TORCH_OOM = "{torch_oom}"
 
 
+@functools.lru_cache(maxsize=None)
+def interpreter_version() -> tuple:
+    """(major, minor) of the interpreter under test."""
+    p = subprocess.run([PYTHON, "-c", "import sys; print(*sys.version_info[:2])"],
+                       capture_output=True, timeout=RUN_TIMEOUT, check=True)
+    return tuple(int(x) for x in p.stdout.split())
+
+
+# What recursion_depth.py prints in the last iteration of each loop (the depth
+# depth_now() reads, how deep reach() then gets), as each interpreter counts depth:
+# 3.11 counts the C-level call of __init__ by the class too, 3.12+ Python frames only.
+RECURSION_DEPTH_LINES = {
+    (3, 11): {"f": "f 2 5 996", "init": "init 2 ('6', 995)", "method": "method 2 5 1992"},
+    (3, 13): {"f": "f 2 4 996", "init": "init 2 ('4', 996)", "method": "method 2 4 1992"},
+}
+
+
+def recursion_depth_line(loop: str) -> str:
+    lines = RECURSION_DEPTH_LINES.get(interpreter_version())
+    assert lines is not None, f"no recursion depths known for CPython {interpreter_version()}"
+    return lines[loop]
+
+
 # --- cases ------------------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -439,13 +462,13 @@ CASES = [
     # the recursion depth after a resume: re-entered callers count as under python
     Case("recursion_depth_function_call_ex", "recursion_depth.py",
          fake=[oom("recursion_depth.py", "f_oom", 2)],
-         stops=[Stop("f_loop", "f", 2, at="f_oom")], expect=["f 2 5 996"]),
+         stops=[Stop("f_loop", "f", 2, at="f_oom")], expect=[recursion_depth_line("f")]),
     Case("recursion_depth_init", "recursion_depth.py",
          fake=[oom("recursion_depth.py", "init_oom", 2)],
-         stops=[Stop("init_loop", "__init__", 2, at="init_oom")], expect=["init 2 ('6', 995)"]),
+         stops=[Stop("init_loop", "__init__", 2, at="init_oom")], expect=[recursion_depth_line("init")]),
     Case("recursion_depth_method", "recursion_depth.py",
          fake=[oom("recursion_depth.py", "run_oom", 3)],
-         stops=[Stop("run_loop", "run", 3, at="run_oom")], expect=["method 2 5 1992"]),
+         stops=[Stop("run_loop", "run", 3, at="run_oom")], expect=[recursion_depth_line("method")]),
     Case("recursion_limit_kept_high", "recursion_limit_set.py", ["2500"],
          fake=[oom("recursion_limit_set.py", "oom", 2)], stops=[Stop("loop", iteration=2)],
          expect=["2 2500 2498"]),
@@ -609,22 +632,36 @@ def assert_no_job(outcome: Outcome):
         assert not [c.name for c in job.iterdir() if c.name.startswith(("checkpoint", ".checkpoint"))]
 
 
+# Formats frames as the interpreter under test's own traceback module does: its
+# stdin a JSON list of [file, line, function, first column, end column] (columns
+# None: no carets), its stdout the frames' lines.
+_FORMAT_FRAMES = """\
+import json, sys, traceback
+frames = [traceback.FrameSummary(f, n, name, end_lineno=n if c is not None else None,
+                                 colno=c, end_colno=e)
+          for f, n, name, c, e in json.load(sys.stdin)]
+sys.stdout.write("".join(traceback.StackSummary.from_list(frames).format()))
+"""
+
+
 def traceback_text(root: Path, frames, last_line: str) -> str:
     """A traceback as python prints it, for frames [(file, marker, function,
-    underlined)]: each line's source is taken from the corpus, and `underlined`, the
-    part of it that raised, gets python's carets (None: the whole line, no carets).
-    The fixture raises at the start of a statement: its whole statement is
-    underlined, up to the marker's comment."""
-    out = ["Traceback (most recent call last):"]
+    underlined)]: `underlined`, the part of the marked line that raised (None: the
+    whole line), is where the frame's instruction is; the interpreter under test
+    draws its carets (or none) there as its traceback module does.  The fixture
+    raises at the start of a statement: its whole statement is underlined, up to
+    the marker's comment."""
+    spec = []
     for filename, marker, function, underlined in frames:
         line = line_of(filename, marker)
-        source = (CORPUS / filename).read_text().splitlines()[line - 1].strip()
-        out.append(f'  File "{root / filename}", line {line}, in {function}')
-        out.append(f"    {source}")
-        if underlined is not None:
-            out.append("    " + " " * source.index(underlined) + "^" * len(underlined))
-    out.append(last_line)
-    return "\n".join(out) + "\n"
+        source = (root / filename).read_text().splitlines()[line - 1]
+        col = None if underlined is None else source.index(underlined)
+        spec.append([str(root / filename), line, function, col,
+                     None if col is None else col + len(underlined)])
+    p = subprocess.run([PYTHON, "-c", _FORMAT_FRAMES], input=json.dumps(spec).encode(),
+                       capture_output=True, timeout=RUN_TIMEOUT)
+    assert p.returncode == 0, p.stderr.decode()
+    return "Traceback (most recent call last):\n" + p.stdout.decode() + last_line + "\n"
 
 
 # After python's own traceback of an out-of-memory error that no loop of the
