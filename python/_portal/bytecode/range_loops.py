@@ -126,3 +126,17 @@ def _above(info, depths, start: int, end: int, floor: int) -> bool:
         if d is None or d - stack.pops(info.instrs[x], False) < floor:
             return False
     return True
+
+
+def enclosing_for_iter(code: types.CodeType, offset: int, slot: int) -> Optional[int]:
+    """The offset of the FOR_ITER of the innermost for loop of `code` around
+    `offset` whose iterator is stack slot `slot` (an outer loop's, for a report's
+    `of epoch N`), or None."""
+    info = _info(code)
+    depths = stack.depths(info)
+    found = None
+    for k, ins in enumerate(info.instrs):
+        if (ins.opname == "FOR_ITER" and depths[k] == slot + 1 and ins.target is not None
+                and ins.offset <= offset < ins.target):
+            found = ins.offset
+    return found

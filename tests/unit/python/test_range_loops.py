@@ -74,3 +74,25 @@ def test_a_continuation_line_header():
 def test_not_a_for_iter_offset():
     code = compile("for i in range(3): pass\n", "r.py", "exec")
     assert range_start(code, 0) is None
+
+
+def test_the_loop_around_an_offset_is_found_by_its_iterator_slot():
+    from _portal.bytecode.range_loops import enclosing_for_iter
+    code = compile_user_source("""\
+def f(loader, n):
+    for a in range(3):
+        pass
+    for epoch in range(1, n):
+        for batch in loader:
+            pass
+""", "r.py")
+    code = next(c for c in code.co_consts if isinstance(c, types.CodeType))
+    fors = [ins for ins in codemap.instructions(code) if ins.opname == "FOR_ITER"]
+    assert len(fors) == 3
+    _, epoch, batch = fors
+    # the batch loop's FOR_ITER lies in the epoch loop, whose iterator is slot 0
+    assert enclosing_for_iter(code, batch.offset, 0) == epoch.offset
+    assert range_start(code, enclosing_for_iter(code, batch.offset, 0)) == ("global", 1)
+    assert enclosing_for_iter(code, batch.offset, 1) == batch.offset
+    assert enclosing_for_iter(code, batch.offset, 2) is None
+    assert enclosing_for_iter(code, fors[0].offset - 2, 0) is None
