@@ -142,8 +142,11 @@ def _range_index(it, frame, for_iter):
     found = range_start(frame.f_code, for_iter)
     if found is None:
         return None
-    _scope, start = found     # LOAD_GLOBAL and module-level LOAD_NAME: globals, then builtins
-    if frame.f_globals.get(RANGE, frame.f_builtins.get(RANGE)) is not range:
+    scope, start = found
+    bound = frame.f_globals.get(RANGE, frame.f_builtins.get(RANGE))   # LOAD_GLOBAL's lookup
+    if scope == "name":                 # LOAD_NAME: a class body's namespace first
+        bound = frame.f_locals.get(RANGE, bound)
+    if bound is not range:
         return None
     try:
         left = it.__reduce__()[1][0]
