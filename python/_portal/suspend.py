@@ -127,7 +127,79 @@ def _index(it):
     return None
 
 
-def _iteration(frames, site):
+_RANGE_ITERATORS = frozenset({"range_iterator", "longrange_iterator"})
+
+
+def _range_index(it, frame, for_iter):
+    """The 0-based index of the item a range iterator gave last, where it keeps
+    only what is left (CPython 3.12+: `range(next, stop, step)`) and the code of
+    the loop whose FOR_ITER is at `for_iter` in `frame` (a live frame) says where
+    the range began (bytecode/range_loops.py), the name `range` being the builtin
+    there; None otherwise."""
+    if type(it).__name__ not in _RANGE_ITERATORS or for_iter is None:
+        return None
+    from _portal.bytecode.range_loops import RANGE, range_start
+    found = range_start(frame.f_code, for_iter)
+    if found is None:
+        return None
+    scope, start = found
+    bound = frame.f_globals.get(RANGE, frame.f_builtins.get(RANGE))   # LOAD_GLOBAL's lookup
+    if scope == "name":                 # LOAD_NAME: a class body's namespace first
+        bound = frame.f_locals.get(RANGE, bound)
+    if bound is not range:
+        return None
+    try:
+        left = it.__reduce__()[1][0]
+    except Exception:
+        return None
+    if not isinstance(left, range) or left.step == 0:
+        return None
+    given, rest = divmod(left.start - start, left.step)
+    return given - 1 if rest == 0 and given > 0 else None
+
+
+def _counted(it, frame, for_iter):
+    """_index(it), or for a range iterator that does not tell, _range_index."""
+    found = _index(it)
+    if found is None and frame is not None:
+        try:
+            index = _range_index(it, frame, for_iter)
+        except Exception:   # code the bytecode layer cannot read: no count, never a wrong one
+            index = None
+        found = None if index is None else ("iteration", index)
+    return found
+
+
+def _outer_iterators(frames, site, loop_frame):
+    """(iterator, live frame, FOR_ITER offset or None) for each stack item of the
+    loops around the loop's, innermost first: the loop frame's slots below its
+    iterator, then each caller's."""
+    from _portal.bytecode.range_loops import enclosing_for_iter
+    live = []                           # the live frame of each caller, where found
+    f = loop_frame.f_back
+    main = sys.modules["__main__"].__dict__
+    for fs in frames[-2::-1]:
+        code = fs.function.__code__ if fs.function is not None else None
+        while f is not None and not (f.f_code is code if code is not None else
+                                     (f.f_globals is main and f.f_code.co_name == "<module>")):
+            f = f.f_back
+        live.append(f)
+        if f is not None:
+            f = f.f_back
+    chain = [(frames[-1].stack[:site.iter_slot], loop_frame, site.for_iter)]
+    chain += [(fs.stack, frame, fs.offset) for fs, frame in zip(frames[-2::-1], live)]
+    for items, frame, offset in chain:
+        for slot in range(len(items) - 1, -1, -1):
+            for_iter = None
+            if frame is not None and offset is not None:
+                try:
+                    for_iter = enclosing_for_iter(frame.f_code, offset, slot)
+                except Exception:   # as in _counted: no count
+                    for_iter = None
+            yield items[slot], frame, for_iter
+
+
+def _iteration(frames, site, loop_frame):
     """(index, text) of the iteration that runs again: `iteration 13 (0-based)`,
     `batch 4 (0-based) of epoch 2 (0-based)` for a DataLoader loop inside an
     indexed one; (None, None) when the loop's iterator does not tell (a while
@@ -135,15 +207,14 @@ def _iteration(frames, site):
     stack = frames[-1].stack
     if not site.is_for or site.iter_slot is None or site.iter_slot >= len(stack):
         return None, None
-    found = _index(stack[site.iter_slot])
+    found = _counted(stack[site.iter_slot], loop_frame, site.for_iter)
     if found is None:
         return None, None
     kind, index = found
     text = f"{kind} {index} (0-based)"
     if kind == "batch":   # the epoch: the nearest enclosing loop that counts
-        outer = list(stack[:site.iter_slot])[::-1] + [item for fs in frames[-2::-1] for item in fs.stack[::-1]]
-        for item in outer:
-            got = _index(item)
+        for item, frame, for_iter in _outer_iterators(frames, site, loop_frame):
+            got = _counted(item, frame, for_iter)
             if got is not None and got[0] == "iteration":
                 text += f" of epoch {got[1]} (0-based)"
                 break
@@ -269,7 +340,7 @@ def _point_state(runtime, loop_frame, loop_line, frames, site, roll_back=True):
     """The ProgramState to save at this loop, and the names of its roots.
     roll_back=False: the point is the start of an iteration that has not run yet
     (a preemption's safe point): the states are saved as they are."""
-    index, text = _iteration(frames, site)
+    index, text = _iteration(frames, site, loop_frame)
     loop = LoopInfo(filename=loop_frame.f_code.co_filename, line=loop_line,
                     iteration=index, function=loop_frame.f_code.co_name, iteration_text=text)
     process = _process_state()

@@ -76,6 +76,63 @@ def importable(module: str) -> bool:
                           timeout=RUN_TIMEOUT).returncode == 0
 
 
+@functools.lru_cache(maxsize=None)
+def torch_oom_name() -> str:
+    """The name python prints for torch's out-of-memory error, as the interpreter
+    under test's torch defines it (torch 1.13: torch.cuda.OutOfMemoryError; 2.x:
+    torch.OutOfMemoryError, of which torch.cuda's is an alias)."""
+    p = subprocess.run([PYTHON, "-c", "import torch; e = torch.cuda.OutOfMemoryError; "
+                        "print(f'{e.__module__}.{e.__qualname__}')"],
+                       capture_output=True, timeout=RUN_TIMEOUT)
+    assert p.returncode == 0, p.stderr.decode()
+    return p.stdout.decode().strip()
+
+
+# An error text's placeholder for that name (Stop.error).
+TORCH_OOM = "{torch_oom}"
+
+
+@functools.lru_cache(maxsize=None)
+def interpreter_version() -> tuple:
+    """(major, minor) of the interpreter under test."""
+    p = subprocess.run([PYTHON, "-c", "import sys; print(*sys.version_info[:2])"],
+                       capture_output=True, timeout=RUN_TIMEOUT, check=True)
+    return tuple(int(x) for x in p.stdout.split())
+
+
+@functools.lru_cache(maxsize=None)
+def range_iterators_count() -> bool:
+    """Whether the interpreter under test's range iterator tells how many items it
+    gave (3.11: its __reduce__ state; 3.12+ keep only range(next, stop, step)).
+    Where it does not, a loop over a range made elsewhere or from a start computed
+    at run time names no iteration (bytecode/range_loops.py reads the start only
+    from `range(n)` and `range(LITERAL, ...)` in the loop's own header)."""
+    p = subprocess.run([PYTHON, "-c", "it = iter(range(5)); next(it); "
+                        "print(isinstance(it.__reduce__()[2], int))"],
+                       capture_output=True, timeout=RUN_TIMEOUT, check=True)
+    return p.stdout.strip() == b"True"
+
+
+def if_range_counts(iteration: int) -> Optional[int]:
+    """The iteration a loop over a range the loop's header does not spell out names."""
+    return iteration if range_iterators_count() else None
+
+
+# What recursion_depth.py prints in the last iteration of each loop (the depth
+# depth_now() reads, how deep reach() then gets), as each interpreter counts depth:
+# 3.11 counts the C-level call of __init__ by the class too, 3.12+ Python frames only.
+RECURSION_DEPTH_LINES = {
+    (3, 11): {"f": "f 2 5 996", "init": "init 2 ('6', 995)", "method": "method 2 5 1992"},
+    (3, 13): {"f": "f 2 4 996", "init": "init 2 ('4', 996)", "method": "method 2 4 1992"},
+}
+
+
+def recursion_depth_line(loop: str) -> str:
+    lines = RECURSION_DEPTH_LINES.get(interpreter_version())
+    assert lines is not None, f"no recursion depths known for CPython {interpreter_version()}"
+    return lines[loop]
+
+
 # --- cases ------------------------------------------------------------------------------
 
 @dataclasses.dataclass
@@ -228,7 +285,8 @@ def marker_line(case: Case, marker: str):
 def check_report(case: Case, stop: Stop, report: dict, outcome: Outcome, when: float):
     root = outcome.root
     where = f"report {report!r}"
-    assert report["error"] == stop.error, where
+    error = stop.error.replace(TORCH_OOM, torch_oom_name()) if TORCH_OOM in stop.error else stop.error
+    assert report["error"] == error, where
     filename, line = marker_line(case, stop.at)
     assert (report["error_file"], int(report["error_line"])) == (str(root / filename), line), where
     filename, line = marker_line(case, stop.loop)
@@ -351,7 +409,7 @@ def _create(name):
 ITERATORS = {
     # kind: the iteration the report names when the 4th item fails (None: none,
     # the iterator does not tell how many items it gave)
-    "range": 4, "list": 4, "tuple": 4, "str": 4, "enumerate": 4,
+    "range": if_range_counts(4), "list": 4, "tuple": 4, "str": 4, "enumerate": 4,
     "dict_keys": None, "dict_items": None, "dict_values": None, "zip": None, "count": None,
     "islice": None, "chain": None, "product": None, "generator": None, "iterator_class": None,
 }
@@ -370,7 +428,7 @@ CASES = [
     *[Case(f"call_{kind}", "calls.py", [kind], fake=[oom("calls.py", f"{m}_oom", hit)],
            stops=[Stop(f"{m}_loop", function, iteration, at=f"{m}_oom")])
       for kind, m, function, hit, iteration in [
-          ("keyword", "kw", "keyword_only", 3, 3),
+          ("keyword", "kw", "keyword_only", 3, if_range_counts(3)),  # range(start, stop, step)
           ("star", "star", "star_args", 4, 4),
           ("method", "method", "add_all", 2, 2),
           ("static", "static", "static_sum", 3, 3),
@@ -422,13 +480,13 @@ CASES = [
     # the recursion depth after a resume: re-entered callers count as under python
     Case("recursion_depth_function_call_ex", "recursion_depth.py",
          fake=[oom("recursion_depth.py", "f_oom", 2)],
-         stops=[Stop("f_loop", "f", 2, at="f_oom")], expect=["f 2 5 996"]),
+         stops=[Stop("f_loop", "f", 2, at="f_oom")], expect=[recursion_depth_line("f")]),
     Case("recursion_depth_init", "recursion_depth.py",
          fake=[oom("recursion_depth.py", "init_oom", 2)],
-         stops=[Stop("init_loop", "__init__", 2, at="init_oom")], expect=["init 2 ('6', 995)"]),
+         stops=[Stop("init_loop", "__init__", 2, at="init_oom")], expect=[recursion_depth_line("init")]),
     Case("recursion_depth_method", "recursion_depth.py",
          fake=[oom("recursion_depth.py", "run_oom", 3)],
-         stops=[Stop("run_loop", "run", 3, at="run_oom")], expect=["method 2 5 1992"]),
+         stops=[Stop("run_loop", "run", 3, at="run_oom")], expect=[recursion_depth_line("method")]),
     Case("recursion_limit_kept_high", "recursion_limit_set.py", ["2500"],
          fake=[oom("recursion_limit_set.py", "oom", 2)], stops=[Stop("loop", iteration=2)],
          expect=["2 2500 2498"]),
@@ -480,7 +538,7 @@ CASES = [
            stops=[Stop("loop", "work", 3, error=error)], needs="torch" if kind == "torch" else "")
       for kind, error in [
           ("memory", "MemoryError"),
-          ("torch", "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB "
+          ("torch", f"{TORCH_OOM}: CUDA out of memory. Tried to allocate 2.00 GiB "
                     "(fake, PORTAL_FAKE_OOM)"),
           ("cuda", "RuntimeError: CUDA out of memory. Tried to allocate 2.00 GiB "
                    "(fake, PORTAL_FAKE_OOM)"),
@@ -592,22 +650,36 @@ def assert_no_job(outcome: Outcome):
         assert not [c.name for c in job.iterdir() if c.name.startswith(("checkpoint", ".checkpoint"))]
 
 
+# Formats frames as the interpreter under test's own traceback module does: its
+# stdin a JSON list of [file, line, function, first column, end column] (columns
+# None: no carets), its stdout the frames' lines.
+_FORMAT_FRAMES = """\
+import json, sys, traceback
+frames = [traceback.FrameSummary(f, n, name, end_lineno=n if c is not None else None,
+                                 colno=c, end_colno=e)
+          for f, n, name, c, e in json.load(sys.stdin)]
+sys.stdout.write("".join(traceback.StackSummary.from_list(frames).format()))
+"""
+
+
 def traceback_text(root: Path, frames, last_line: str) -> str:
     """A traceback as python prints it, for frames [(file, marker, function,
-    underlined)]: each line's source is taken from the corpus, and `underlined`, the
-    part of it that raised, gets python's carets (None: the whole line, no carets).
-    The fixture raises at the start of a statement: its whole statement is
-    underlined, up to the marker's comment."""
-    out = ["Traceback (most recent call last):"]
+    underlined)]: `underlined`, the part of the marked line that raised (None: the
+    whole line), is where the frame's instruction is; the interpreter under test
+    draws its carets (or none) there as its traceback module does.  The fixture
+    raises at the start of a statement: its whole statement is underlined, up to
+    the marker's comment."""
+    spec = []
     for filename, marker, function, underlined in frames:
         line = line_of(filename, marker)
-        source = (CORPUS / filename).read_text().splitlines()[line - 1].strip()
-        out.append(f'  File "{root / filename}", line {line}, in {function}')
-        out.append(f"    {source}")
-        if underlined is not None:
-            out.append("    " + " " * source.index(underlined) + "^" * len(underlined))
-    out.append(last_line)
-    return "\n".join(out) + "\n"
+        source = (root / filename).read_text().splitlines()[line - 1]
+        col = None if underlined is None else source.index(underlined)
+        spec.append([str(root / filename), line, function, col,
+                     None if col is None else col + len(underlined)])
+    p = subprocess.run([PYTHON, "-c", _FORMAT_FRAMES], input=json.dumps(spec).encode(),
+                       capture_output=True, timeout=RUN_TIMEOUT)
+    assert p.returncode == 0, p.stderr.decode()
+    return "Traceback (most recent call last):\n" + p.stdout.decode() + last_line + "\n"
 
 
 # After python's own traceback of an out-of-memory error that no loop of the
