@@ -18,6 +18,12 @@ variables from the bytecode, so that the capture can say so (irreversible.py's
   (it is live at the body's start: the rerun or the code after the loop reads
   the value the failed iteration left).
 
+An inlined comprehension (3.12+, PEP 709: `[x * 2 for x in data]` runs in the
+loop's own frame) binds its variable in a fast local of the frame, but saves the
+outer value first (LOAD_FAST_AND_CLEAR x) and puts it back when it ends, normally
+or by an exception (its cleanup handler): its stores of x, and the restores, change
+nothing the rerun reads, and are not counted (_comprehension_stores).
+
 Cells (a closure's variables) and attributes or items of objects (`self.step +=
 1`, `stats["n"] += 1`) are not seen: see docs/fidelity.md.
 """
@@ -38,6 +44,12 @@ _NAME_STORES = frozenset(_OP[n] for n in ("STORE_NAME", "STORE_GLOBAL", "DELETE_
 _NAME_LOADS = frozenset(_OP[n] for n in ("LOAD_NAME",) if n in _OP)
 _LOAD_GLOBAL = _OP["LOAD_GLOBAL"]
 _FOR_ITER = _OP["FOR_ITER"]
+# Inlined comprehensions (3.12+; None where comprehensions are functions of their own).
+_SAVE_AND_CLEAR = _OP.get("LOAD_FAST_AND_CLEAR")
+# What the compiler puts between the saves and the comprehension's protected range,
+# and between that range's end (or its cleanup handler's start) and the restores.
+_SAVE_PROLOGUE = frozenset(_OP[n] for n in ("SWAP", "LOAD_FAST_AND_CLEAR") if n in _OP)
+_RESTORE_EPILOGUE = frozenset(_OP[n] for n in ("SWAP", "POP_TOP", "STORE_FAST", "END_FOR") if n in _OP)
 
 
 def _successors(info, k: int) -> List[int]:
@@ -48,17 +60,62 @@ def _successors(info, k: int) -> List[int]:
     return out
 
 
+def _comprehension_stores(info) -> Set[Tuple[int, int]]:
+    """{(instruction index, slot)}: the stores of an inlined comprehension's
+    variable that the comprehension itself undoes (see the module's docstring):
+    inside the exception-table range that follows its LOAD_FAST_AND_CLEAR, and the
+    restoring STORE_FAST after that range and in its cleanup handler.  Empty where
+    the shape is not the compiler's (nothing is left out then: more found, never
+    less)."""
+    out: Set[Tuple[int, int]] = set()
+    if _SAVE_AND_CLEAR is None:
+        return out
+    instrs, n = info.instrs, len(info.instrs)
+    k = 0
+    while k < n:
+        if instrs[k].opcode != _SAVE_AND_CLEAR:
+            k += 1
+            continue
+        first = k
+        while k < n and instrs[k].opcode in _SAVE_PROLOGUE:
+            k += 1
+        saved = {ins.arg for ins in instrs[first:k] if ins.opcode == _SAVE_AND_CLEAR}
+        entry = info.handler[k] if k < n else None
+        if entry is None or instrs[k].op_offset != entry.start:
+            continue        # not the compiler's shape: count every store
+        inner = {j for j in range(k, n) if instrs[j].op_offset < entry.end}
+        for start in (max(inner) + 1, info.idx(entry.target)):
+            inner |= _restores(instrs, start, saved)
+        out |= {(j, slot) for j in inner for slot in saved
+                if slot in T.fast_uses_defs(instrs[j].opcode, instrs[j].arg)[1]}
+    return out
+
+
+def _restores(instrs, start: int, saved: Set[int]) -> Set[int]:
+    """The instructions from `start` up to the last restoring STORE_FAST of a saved
+    slot (only swaps, pops and stores between)."""
+    left, out, j = set(saved), set(), start
+    while left and j < len(instrs) and instrs[j].opcode in _RESTORE_EPILOGUE:
+        out.add(j)
+        left.discard(instrs[j].arg if instrs[j].opcode == _OP["STORE_FAST"] else None)
+        j += 1
+    return out if not left else set()
+
+
 def _name_effects(info, code: types.CodeType) -> Callable[[int], Tuple[Tuple[str, ...], Tuple[str, ...]]]:
     """k -> (names read, names written) by instruction k: fast locals by their
-    slot names, module-level names by co_names."""
+    slot names, module-level names by co_names.  The stores an inlined
+    comprehension undoes itself are not writes."""
     names = slot_names(code)
     cells = set(code.co_cellvars) | set(code.co_freevars)
+    undone = _comprehension_stores(info)
 
     def effects(k: int):
         ins = info.instrs[k]
         uses, defs = T.fast_uses_defs(ins.opcode, ins.arg)
         read = tuple(names[i] for i in uses if i < len(names) and names[i] not in cells)
-        written = tuple(names[i] for i in defs if i < len(names) and names[i] not in cells)
+        written = tuple(names[i] for i in defs
+                        if i < len(names) and names[i] not in cells and (k, i) not in undone)
         if ins.opcode in _NAME_STORES:
             written += (code.co_names[ins.arg],)
         elif ins.opcode in _NAME_LOADS:

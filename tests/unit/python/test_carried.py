@@ -100,3 +100,50 @@ def main():
         n -= 1
 main()
 """) == ["k"]
+
+
+# An inlined comprehension (3.12+) binds its variable in the loop's own frame, and
+# puts the outer value back itself; on 3.11 it is a function of its own.  Either
+# way the rerun reads what the iteration started with.
+
+def test_a_comprehensions_own_variable_is_not_a_change(found):
+    assert found("""
+def main(data):
+    n = 0
+    for i in range(3):
+        squares = [x * x for x in data]
+        pairs = {k: v for k, v in zip(data, data)}
+        if i == 1:
+            raise MemoryError
+        n = n + len(squares) + len(pairs)
+    return n
+main([1, 2, 3])
+""") == []
+
+
+def test_an_error_inside_a_comprehension_leaves_its_variable_as_it_was(found):
+    assert found("""
+def boom(x, i):
+    if i == 1 and x == 2:
+        raise MemoryError
+    return x
+def main(data):
+    for i in range(3):
+        kept = [boom(x, i) for x in data]
+    return kept
+main([1, 2, 3])
+""") == []
+
+
+def test_a_variable_rebound_in_the_body_and_named_in_a_comprehension_is_found(found):
+    assert found("""
+def main(data):
+    x = 0
+    for i in range(3):
+        x += 1
+        ys = [x for x in data]
+        if i == 1:
+            raise MemoryError
+    return x, ys
+main([1, 2, 3])
+""") == ["x"]
