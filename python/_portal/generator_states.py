@@ -24,14 +24,12 @@ generators (`random`'s, numpy's, torch's defaults) are noted by iteration.py.
 """
 import sys
 
+from _portal import frame_locals
+
 MAX_DEPTH = 4        # locals (0) -> self (1) -> self.loader (2) -> .dataset (3) -> .rng
 MAX_VISITS = 4000
 MAX_ITEMS = 64       # items of one list, tuple or dict looked at
 RESCAN_EVERY = 256
-CO_OPTIMIZED = 0x1   # inspect.CO_OPTIMIZED: a function's frame (fast locals)
-# References to a frame's f_locals dict when nobody else holds it: the frame's own,
-# find()'s variable, getrefcount()'s argument.
-_ONLY_OURS = 3
 
 # (code, loop line) -> [id of the frame searched, marks since, [generator objects]]
 _FOUND = {}
@@ -80,16 +78,11 @@ def find(frame):
     import types
     opaque += (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
                types.CodeType, types.FrameType)
-    snapshot = frame.f_locals       # read once: each read fills it again
-    roots = [(value, 0) for value in snapshot.values()]
-    if frame.f_code.co_flags & CO_OPTIMIZED and sys.getrefcount(snapshot) <= _ONLY_OURS:
-        # A function frame's f_locals is a snapshot dict, not its fast locals: emptied
-        # so that it keeps nothing alive (whoever reads f_locals next fills it again),
-        # unless the program holds it (`d = locals()`): then it is python's as it was.
-        snapshot.clear()
-    if snapshot is not frame.f_globals:
+    # The frame's variables, read in place: nothing of the program's is changed
+    # (a `d = locals()` it holds stays as it was) and nothing kept (frame_locals.py).
+    roots = [(value, 0) for value in frame_locals.snapshot(frame).values()]
+    if not frame_locals.namespace_is_globals(frame):
         roots += [(value, 1) for value in frame.f_globals.values()]
-    del snapshot
     found, seen, visits = [], set(), 0
     todo = roots[::-1]
     while todo and visits < MAX_VISITS:
