@@ -13,11 +13,11 @@ import builtins
 import dis
 
 from _portal import codemap, frame_locals
+from _portal.bytecode.tables import T as _BYTECODE
 
 _RESCUE = "__portal_rescue__"
-# Loads of a frame's variable by name (3.11's and 3.13's opcodes: dis names them).
-_LOCAL_LOADS = frozenset(("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST", "LOAD_DEREF",
-                          "LOAD_CLASSDEREF"))
+# Loads of a frame's variable by name (the version's: bytecode/tables.py).
+_VARIABLE_LOADS = _BYTECODE.VARIABLE_LOADS
 
 
 def _instructions(code):
@@ -47,7 +47,7 @@ def _evaluate_types(frame, instrs):
     variables = None     # the frame's variables, read at the first load that needs them
     for ins in instrs:
         op = ins.opname
-        if op in _LOCAL_LOADS or op == "LOAD_NAME":
+        if op in _VARIABLE_LOADS or op == "LOAD_NAME":
             if variables is None:
                 variables = frame_locals.snapshot(frame)
         if op in ("LOAD_GLOBAL", "LOAD_NAME"):
@@ -60,8 +60,8 @@ def _evaluate_types(frame, instrs):
                 stack.append(getattr(builtins, name))
             else:
                 return None
-        elif op in _LOCAL_LOADS:
-            # LOAD_FAST_LOAD_FAST (3.13) loads two locals: its argval names both
+        elif op in _VARIABLE_LOADS:
+            # one instruction may load two (its argval names both)
             names = ins.argval if isinstance(ins.argval, tuple) else (ins.argval,)
             for name in names:
                 if name not in variables:
