@@ -70,6 +70,20 @@ def _children(obj):
     return list(attributes.values())[:MAX_ITEMS] if isinstance(attributes, dict) else ()
 
 
+def _bit_generator(obj):
+    """The bit generator a numpy Generator or RandomState draws from, or None.
+    numpy 2 pickles it apart (its state in its own reduce, the Generator's None),
+    so that it is what is rolled back; numpy 1 pickles its state inside theirs."""
+    np = sys.modules.get("numpy")
+    if np is None:
+        return None
+    if isinstance(obj, np.random.Generator):
+        return obj.bit_generator
+    if isinstance(obj, np.random.RandomState):
+        return getattr(obj, "_bit_generator", None)
+    return None
+
+
 def find(frame):
     """The generator objects near the loop's frame (see the module's docstring)."""
     kinds, noted_globally, opaque = _types()
@@ -94,6 +108,10 @@ def find(frame):
         if isinstance(obj, kinds):
             if id(obj) not in noted_globally:
                 found.append(obj)
+                inner = _bit_generator(obj)
+                if inner is not None and id(inner) not in seen:
+                    seen.add(id(inner))
+                    found.append(inner)
             continue
         if depth >= MAX_DEPTH or isinstance(obj, opaque):
             continue
@@ -162,5 +180,11 @@ def reducers():
 
 
 def subclass_reducers():
+    inherited = {}
     rnd = sys.modules.get("random")
-    return {rnd.Random: reduce_rolled_back} if rnd is not None else {}
+    if rnd is not None:
+        inherited[rnd.Random] = reduce_rolled_back
+    np = sys.modules.get("numpy")
+    if np is not None:      # PCG64, MT19937, Philox, SFC64, ...: their pickle state
+        inherited[np.random.BitGenerator] = reduce_rolled_back
+    return inherited
