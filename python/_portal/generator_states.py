@@ -44,7 +44,7 @@ def _types():
         globals_.append(getattr(rnd, "_inst", None))
     np = sys.modules.get("numpy")
     if np is not None:
-        kinds += [np.random.Generator, np.random.RandomState]
+        kinds += [np.random.Generator, np.random.RandomState, np.random.BitGenerator]
         globals_.append(getattr(np.random.mtrand, "_rand", None))
         opaque.append(np.ndarray)
     torch = sys.modules.get("torch")
