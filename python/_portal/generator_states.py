@@ -24,14 +24,12 @@ generators (`random`'s, numpy's, torch's defaults) are noted by iteration.py.
 """
 import sys
 
+from _portal import frame_locals
+
 MAX_DEPTH = 4        # locals (0) -> self (1) -> self.loader (2) -> .dataset (3) -> .rng
 MAX_VISITS = 4000
 MAX_ITEMS = 64       # items of one list, tuple or dict looked at
 RESCAN_EVERY = 256
-CO_OPTIMIZED = 0x1   # inspect.CO_OPTIMIZED: a function's frame (fast locals)
-# References to a frame's f_locals dict when nobody else holds it: the frame's own,
-# find()'s variable, getrefcount()'s argument.
-_ONLY_OURS = 3
 
 # (code, loop line) -> [id of the frame searched, marks since, [generator objects]]
 _FOUND = {}
@@ -46,7 +44,7 @@ def _types():
         globals_.append(getattr(rnd, "_inst", None))
     np = sys.modules.get("numpy")
     if np is not None:
-        kinds += [np.random.Generator, np.random.RandomState]
+        kinds += [np.random.Generator, np.random.RandomState, np.random.BitGenerator]
         globals_.append(getattr(np.random.mtrand, "_rand", None))
         opaque.append(np.ndarray)
     torch = sys.modules.get("torch")
@@ -72,6 +70,20 @@ def _children(obj):
     return list(attributes.values())[:MAX_ITEMS] if isinstance(attributes, dict) else ()
 
 
+def _bit_generator(obj):
+    """The bit generator a numpy Generator or RandomState draws from, or None.
+    numpy 2 pickles it apart (its state in its own reduce, the Generator's None),
+    so that it is what is rolled back; numpy 1 pickles its state inside theirs."""
+    np = sys.modules.get("numpy")
+    if np is None:
+        return None
+    if isinstance(obj, np.random.Generator):
+        return obj.bit_generator
+    if isinstance(obj, np.random.RandomState):
+        return getattr(obj, "_bit_generator", None)
+    return None
+
+
 def find(frame):
     """The generator objects near the loop's frame (see the module's docstring)."""
     kinds, noted_globally, opaque = _types()
@@ -80,16 +92,11 @@ def find(frame):
     import types
     opaque += (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
                types.CodeType, types.FrameType)
-    snapshot = frame.f_locals       # read once: each read fills it again
-    roots = [(value, 0) for value in snapshot.values()]
-    if frame.f_code.co_flags & CO_OPTIMIZED and sys.getrefcount(snapshot) <= _ONLY_OURS:
-        # A function frame's f_locals is a snapshot dict, not its fast locals: emptied
-        # so that it keeps nothing alive (whoever reads f_locals next fills it again),
-        # unless the program holds it (`d = locals()`): then it is python's as it was.
-        snapshot.clear()
-    if snapshot is not frame.f_globals:
+    # The frame's variables, read in place: nothing of the program's is changed
+    # (a `d = locals()` it holds stays as it was) and nothing kept (frame_locals.py).
+    roots = [(value, 0) for value in frame_locals.snapshot(frame).values()]
+    if not frame_locals.namespace_is_globals(frame):
         roots += [(value, 1) for value in frame.f_globals.values()]
-    del snapshot
     found, seen, visits = [], set(), 0
     todo = roots[::-1]
     while todo and visits < MAX_VISITS:
@@ -101,6 +108,10 @@ def find(frame):
         if isinstance(obj, kinds):
             if id(obj) not in noted_globally:
                 found.append(obj)
+                inner = _bit_generator(obj)
+                if inner is not None and id(inner) not in seen:
+                    seen.add(id(inner))
+                    found.append(inner)
             continue
         if depth >= MAX_DEPTH or isinstance(obj, opaque):
             continue
@@ -169,5 +180,11 @@ def reducers():
 
 
 def subclass_reducers():
+    inherited = {}
     rnd = sys.modules.get("random")
-    return {rnd.Random: reduce_rolled_back} if rnd is not None else {}
+    if rnd is not None:
+        inherited[rnd.Random] = reduce_rolled_back
+    np = sys.modules.get("numpy")
+    if np is not None:      # PCG64, MT19937, Philox, SFC64, ...: their pickle state
+        inherited[np.random.BitGenerator] = reduce_rolled_back
+    return inherited

@@ -12,9 +12,12 @@ type matches (evaluated in the frame, as the interpreter would) or a bare
 import builtins
 import dis
 
-from _portal import codemap
+from _portal import codemap, frame_locals
+from _portal.bytecode.tables import T as _BYTECODE
 
 _RESCUE = "__portal_rescue__"
+# Loads of a frame's variable by name (the version's: bytecode/tables.py).
+_VARIABLE_LOADS = _BYTECODE.VARIABLE_LOADS
 
 
 def _instructions(code):
@@ -38,24 +41,32 @@ def _following(instrs, offset, count):
 
 def _evaluate_types(frame, instrs):
     """Evaluate the loads that build the `except` clause's type (names, attributes,
-    tuples) in `frame`; None when they are anything else."""
+    tuples) in `frame`; None when they are anything else.  The frame's variables
+    are read in place (frame_locals.py): nothing of the program's is written or kept."""
     stack = []
+    variables = None     # the frame's variables, read at the first load that needs them
     for ins in instrs:
         op = ins.opname
+        if op in _VARIABLE_LOADS or op == "LOAD_NAME":
+            if variables is None:
+                variables = frame_locals.snapshot(frame)
         if op in ("LOAD_GLOBAL", "LOAD_NAME"):
             name = ins.argval
-            if name in frame.f_locals and op == "LOAD_NAME":
-                stack.append(frame.f_locals[name])
+            if op == "LOAD_NAME" and name in variables:
+                stack.append(variables[name])
             elif name in frame.f_globals:
                 stack.append(frame.f_globals[name])
             elif hasattr(builtins, name):
                 stack.append(getattr(builtins, name))
             else:
                 return None
-        elif op in ("LOAD_FAST", "LOAD_DEREF", "LOAD_CLASSDEREF"):
-            if ins.argval not in frame.f_locals:
-                return None
-            stack.append(frame.f_locals[ins.argval])
+        elif op in _VARIABLE_LOADS:
+            # one instruction may load two (its argval names both)
+            names = ins.argval if isinstance(ins.argval, tuple) else (ins.argval,)
+            for name in names:
+                if name not in variables:
+                    return None
+                stack.append(variables[name])
         elif op == "LOAD_ATTR":
             if not stack:
                 return None

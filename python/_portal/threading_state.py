@@ -46,6 +46,8 @@ and started after everything else is restored.  Not restartable: a thread in
 import sys
 import time
 
+from _portal import frame_locals
+
 _RLOCK_REPR_OWNER = "owner="
 _RLOCK_REPR_COUNT = "count="
 
@@ -149,7 +151,8 @@ def _waiting_condition(thread, frame):
     inner = frame
     if inner is None or inner.f_code is not threading.Condition.wait.__code__:
         return "it is not waiting on a Condition, Event or Queue"
-    condition = inner.f_locals.get("self")
+    # read in place: the waiting thread's frame is neither written nor kept alive
+    condition = frame_locals.value(inner, "self")
     own = inner.f_back
     while own is not None and own.f_code.co_filename in library:
         own = own.f_back

@@ -18,7 +18,10 @@ the frame, and whose `__exit__` provably never returns true:
   * a Python function whose every `return` returns the constant None or False,
     or `super().__exit__(...)` of a class whose own `__exit__` is such
     (torch.cuda.amp.autocast); never a generator or coroutine;
-  * the `__exit__` of io's files, `threading`'s locks (C code that returns None).
+  * the `__exit__` of io's files, `threading`'s locks (C code that returns None);
+  * torch 2.x's `torch.autocast.__exit__`, whose one other return gives
+    torch.export's graph node while a torch function mode is on: proven only when
+    none is on at the capture.
 
 The name is looked up at the capture, without running any code of the program
 (module and class dicts only; no `__getattr__`, no descriptors); a class must be
@@ -32,6 +35,7 @@ import sys
 import types
 
 from _portal import codemap
+from _portal.bytecode.tables import T as _BYTECODE
 
 __all__ = ["never_suppressing", "exit_never_suppresses"]
 
@@ -169,11 +173,54 @@ def exit_never_suppresses(cls, after=None, depth=0):
     for k in returns:
         if _returns_false_constant(code, instrs, k):
             continue
+        if _returns_export_tracing_node(exit_, instrs, k):
+            continue
         if depth < _MAX_SUPER_CHAIN and _returns_super_exit(exit_, owner, instrs, k):
             if exit_never_suppresses(cls, owner, depth + 1):
                 continue
         return False
     return True
+
+
+# torch 2.x's autocast.__exit__ (torch/amp/autocast_mode.py) ends with
+#     if torch._C._is_torch_function_mode_enabled():
+#         for mode in torch.overrides._get_current_function_mode_stack():
+#             if isinstance(mode, PreDispatchTorchFunctionMode):
+#                 return mode.__torch_function__(torch.amp._exit_autocast, (), ())
+#     return False
+# The middle return gives a node of the graph torch.export's pre-dispatch tracing
+# builds: only while a torch function mode is on.  Taken as never true when no
+# torch function mode is on at the capture (a training loop runs eagerly).
+_TORCH_AUTOCAST_EXIT = ("torch.amp.autocast_mode", "autocast.__exit__")
+_TORCH_FUNCTION = "__torch_function__"
+
+
+def _returns_export_tracing_node(func, instrs, k):
+    """Whether instrs[k] is torch's autocast.__exit__ returning a torch function
+    mode's result (see above), with no torch function mode on now."""
+    if (getattr(func, "__module__", None), getattr(func, "__qualname__", None)) != _TORCH_AUTOCAST_EXIT:
+        return False
+    torch = sys.modules.get("torch")
+    enabled = getattr(getattr(torch, "_C", None), "_is_torch_function_mode_enabled", None)
+    if enabled is None or enabled():
+        return False
+    code = func.__code__
+    line = _line_at(code, instrs[k].op_offset)
+    if line is None:
+        return False
+    for ins in instrs[:k]:
+        loaded = _BYTECODE.attribute(ins)
+        if loaded is not None and code.co_names[loaded[0]] == _TORCH_FUNCTION \
+                and _line_at(code, ins.op_offset) == line:
+            return True
+    return False
+
+
+def _line_at(code, offset):
+    for start, end, line in code.co_lines():
+        if start <= offset < end:
+            return line
+    return None
 
 
 def _returns_false_constant(code, instrs, k):
@@ -190,20 +237,8 @@ def _returns_super_exit(func, owner, instrs, k):
     """`return super().__exit__(a, b, c)` with the arguments plain locals, super
     the builtin and its __class__ cell the class that defines the function."""
     code = func.__code__
-    if k < 2 or instrs[k - 1].opname != "CALL" or instrs[k - 2].opname != "PRECALL":
-        return False
-    nargs = instrs[k - 2].arg
-    j = k - 3
-    for _ in range(nargs):
-        if j < 0 or instrs[j].opname != "LOAD_FAST":
-            return False
-        j -= 1
-    if j < 3 or instrs[j].opname != "LOAD_METHOD" or code.co_names[instrs[j].arg] != "__exit__":
-        return False
-    call0, pre0, load = instrs[j - 1], instrs[j - 2], instrs[j - 3]
-    if call0.opname != "CALL" or call0.arg != 0 or pre0.opname != "PRECALL" or pre0.arg != 0:
-        return False
-    if load.opname != "LOAD_GLOBAL" or not load.arg & 1 or code.co_names[load.arg >> 1] != "super":
+    # the call's shape is the version's (bytecode/tables.py)
+    if _BYTECODE.super_method_call(code, instrs, k) != "__exit__":
         return False
     if "super" in func.__globals__:
         return False

@@ -191,3 +191,35 @@ JUMP_IF_FALSE = "POP_JUMP_FORWARD_IF_FALSE"
 # The handler of a with statement, from its first instruction; the last one is the
 # jump taken when __exit__ returns true.
 WITH_HANDLER = ("PUSH_EXC_INFO", "WITH_EXCEPT_START", "POP_JUMP_FORWARD_IF_TRUE")
+
+
+def super_method_call(code, instrs, k):
+    """NAME when instrs[:k] ends with a call `super().NAME(a, b, ...)` of the builtin
+    name `super` with no arguments, the method's arguments plain fast locals; else
+    None.  3.11: LOAD_GLOBAL (NULL + super), PRECALL 0, CALL 0, LOAD_METHOD NAME,
+    LOAD_FAST each argument, PRECALL n, CALL n (super() finds __class__ and the first
+    argument in the frame)."""
+    if k < 2 or instrs[k - 1].opname != "CALL" or instrs[k - 2].opname != "PRECALL":
+        return None
+    nargs = instrs[k - 2].arg
+    j = k - 3
+    for _ in range(nargs):
+        if j < 0 or instrs[j].opname != "LOAD_FAST":
+            return None
+        j -= 1
+    if j < 3 or instrs[j].opname != "LOAD_METHOD":
+        return None
+    call0, pre0, load = instrs[j - 1], instrs[j - 2], instrs[j - 3]
+    if call0.opname != "CALL" or call0.arg != 0 or pre0.opname != "PRECALL" or pre0.arg != 0:
+        return None
+    if load.opname != "LOAD_GLOBAL" or not global_pushes_null(load.arg) \
+            or code.co_names[global_name(load.arg)] != "super":
+        return None
+    return code.co_names[instrs[j].arg]
+
+
+# -- a frame's variables by name ---------------------------------------------------------
+
+# The loads of one of a frame's variables whose dis argval is its name (or, for
+# one instruction loading two, the tuple of both).
+VARIABLE_LOADS = frozenset(("LOAD_FAST", "LOAD_DEREF", "LOAD_CLASSDEREF"))

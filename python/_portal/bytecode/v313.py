@@ -210,3 +210,48 @@ JUMP_IF_FALSE = "POP_JUMP_IF_FALSE"
 # -- with statements -----------------------------------------------------------------
 
 WITH_HANDLER = ("PUSH_EXC_INFO", "WITH_EXCEPT_START", "TO_BOOL", "POP_JUMP_IF_TRUE")
+
+
+# -- super() -------------------------------------------------------------------------
+
+_LOAD_SUPER_METHOD = 1      # LOAD_SUPER_ATTR's bit: load a method ([meth, self])
+_LOAD_SUPER_TWO_ARGS = 2    # LOAD_SUPER_ATTR's bit: super(cls, obj), not super()
+_LOAD_SUPER_NAME_SHIFT = 2  # LOAD_SUPER_ATTR's argument: co_names index << 2 | bits
+# Argument loads of plain fast locals, and how many values each pushes.
+_PLAIN_ARGUMENT_LOADS = {"LOAD_FAST": 1, "LOAD_FAST_CHECK": 1, "LOAD_FAST_LOAD_FAST": 2}
+
+
+def super_method_call(code, instrs, k):
+    """NAME when instrs[:k] ends with a call `super().NAME(a, b, ...)` of the builtin
+    name `super` with no arguments, the method's arguments plain fast locals; else
+    None.  3.13: LOAD_GLOBAL super, LOAD_DEREF __class__, LOAD_FAST (the first
+    argument), LOAD_SUPER_ATTR NAME (method), the arguments' loads (two in one
+    LOAD_FAST_LOAD_FAST), CALL n."""
+    if k < 1 or instrs[k - 1].opname != "CALL":
+        return None
+    left = instrs[k - 1].arg
+    j = k - 2
+    while left > 0 and j >= 0 and instrs[j].opname in _PLAIN_ARGUMENT_LOADS:
+        left -= _PLAIN_ARGUMENT_LOADS[instrs[j].opname]
+        j -= 1
+    if left != 0 or j < 3:
+        return None
+    load_super, cls, first, super_attr = instrs[j - 3:j + 1]
+    if super_attr.opname != "LOAD_SUPER_ATTR" or not super_attr.arg & _LOAD_SUPER_METHOD \
+            or super_attr.arg & _LOAD_SUPER_TWO_ARGS:
+        return None
+    if load_super.opname != "LOAD_GLOBAL" or global_pushes_null(load_super.arg) \
+            or code.co_names[global_name(load_super.arg)] != "super":
+        return None
+    if cls.opname != "LOAD_DEREF" or code._varname_from_oparg(cls.arg) != "__class__":
+        return None
+    if first.opname != "LOAD_FAST" or first.arg != 0:
+        return None
+    return code.co_names[super_attr.arg >> _LOAD_SUPER_NAME_SHIFT]
+
+
+# -- a frame's variables by name ---------------------------------------------------------
+
+# The loads of one of a frame's variables whose dis argval is its name (or, for
+# LOAD_FAST_LOAD_FAST, the tuple of both names).
+VARIABLE_LOADS = frozenset(("LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_LOAD_FAST", "LOAD_DEREF"))

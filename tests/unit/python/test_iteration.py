@@ -272,6 +272,28 @@ def test_the_programs_own_generators_are_saved_as_the_iteration_started(installe
     assert generator_states.find(sys._getframe())         # found from this frame's locals
 
 
+def test_a_bit_generator_the_program_holds_is_saved_as_the_iteration_started(installed):
+    import io
+    import pickle
+    from _portal import plugins
+    bits = np.random.PCG64(5)          # numpy 2 keeps a Generator's state in its bit generator
+    iteration.iteration_start(1)
+    marks = iteration.at_start(sys._getframe().f_code, 1)
+    first = bits.random_raw(3).tolist()
+    iteration.roll_back(ProcessState(argv=[], orig_argv=[], cwd="/", environ={}, path=[]), marks)
+    exact, inherited = plugins.reducers()
+
+    class Pickler(pickle.Pickler):
+        def reducer_override(self, obj):
+            reduce = exact.get(type(obj)) or next((inherited[k] for k in type(obj).__mro__ if k in inherited), None)
+            return reduce(obj) if reduce is not None else NotImplemented
+
+    buffer = io.BytesIO()
+    Pickler(buffer, protocol=5).dump(bits)
+    assert pickle.loads(buffer.getvalue()).random_raw(3).tolist() == first
+    assert bits.random_raw(3).tolist() != first          # the program's own one untouched
+
+
 class _Weakable:
     pass
 
@@ -281,17 +303,19 @@ def _search_from_here(hold_locals):
     from _portal import generator_states
     obj = _Weakable()
     ref = weakref.ref(obj)
-    held = locals() if hold_locals else None
+    held = locals() if hold_locals else None      # 3.11: the frame's own dict; 3.13: a copy
+    before = dict(held) if hold_locals else None
     generator_states.find(sys._getframe())
     del obj
-    return ref() is None, held
+    return ref() is None, held, before
 
 
 def test_the_search_keeps_nothing_of_the_frame_alive():
-    freed, _ = _search_from_here(hold_locals=False)
-    assert freed      # the f_locals snapshot it read was emptied
+    freed, _, _ = _search_from_here(hold_locals=False)
+    assert freed      # it read the frame's variables in place: no dict of them left behind
 
 
 def test_the_search_leaves_a_locals_dict_the_program_holds_as_it_was():
-    freed, held = _search_from_here(hold_locals=True)
+    freed, held, before = _search_from_here(hold_locals=True)
     assert not freed and isinstance(held["obj"], _Weakable) and held["hold_locals"] is True
+    assert held == before       # not filled again with the variables bound since

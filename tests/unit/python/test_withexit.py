@@ -81,6 +81,26 @@ def test_torch_managers_never_suppress():
         assert withexit.exit_never_suppresses(cls), cls
 
 
+def test_torch_autocast_under_a_torch_function_mode_is_proven_only_without_its_mode_return():
+    torch = pytest.importorskip("torch")
+    # torch 2.x's autocast.__exit__ returns a torch function mode's result (a node of
+    # torch.export's graph, true) while such a mode is on; torch 1.13's only False/None
+    mode_return = "__torch_function__" in torch.autocast.__exit__.__code__.co_names
+    with torch.overrides.TorchFunctionMode():
+        assert withexit.exit_never_suppresses(torch.autocast) is not mode_return
+    assert withexit.exit_never_suppresses(torch.autocast)
+
+
+class ReturnsTorchFunction(Plain):
+    """The shape of torch's autocast.__exit__ return, in a class that is not torch's."""
+    def __exit__(self, exc_type, exc, tb):
+        return self.__torch_function__(None, (), ())
+
+
+def test_a_torch_function_return_is_proven_only_in_torchs_own_autocast():
+    assert withexit.exit_never_suppresses(ReturnsTorchFunction) is False
+
+
 SRC = """
 def f(xs, local_manager):
     for x in xs:
