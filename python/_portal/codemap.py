@@ -6,6 +6,7 @@ callers use, re-exported from the bytecode layer (python/_portal/bytecode/).
 * `find_loop(code, loop_line)`, `find_loops`, `in_body`, `call_site(code, lasti)`,
   `with_sites(code)`: bytecode/resume_points.py
 * `dead_locals_at(code, offset)`, `live_locals_at`, `slot_names`: bytecode/liveness.py
+* `range_origin(code, offset, slot)`: bytecode/iterables.py
 
 Everything raises `NotResumable(reason)` when the bytecode does not have the
 shape that resuming needs, and `CodeMapError` when the bytecode contradicts what
@@ -14,6 +15,7 @@ a CPython version without bytecode tables raises
 `bytecode.tables.UnsupportedPython` (an ImportError) naming the known ones.
 """
 from _portal.bytecode.decode import info as _info, instructions, parse_exception_table
+from _portal.bytecode.iterables import range_origin
 from _portal.bytecode.liveness import (dead_locals_at, live as _live, live_locals_at,
                                        slot_names)
 from _portal.bytecode.model import (CallSite, CodeMapError, ExceptionEntry, Instr,
@@ -28,5 +30,5 @@ __all__ = [
     "parse_exception_table", "instructions", "static_stack_depths", "in_body",
     "stack_kinds", "find_loop", "find_loops", "call_site", "for_iter_depth",
     "dead_locals_at", "live_locals_at", "RESCUE_NAME", "WithSite", "with_sites",
-    "slot_names",
+    "slot_names", "range_origin",
 ]

@@ -3,6 +3,7 @@
 _rescue() is the driver: decide (decide.py: every rule, nothing freed yet), free
 the frames inside the loop, write the checkpoint, record the job, report and exit.
 """
+import builtins
 import os
 import random
 import sys
@@ -102,12 +103,19 @@ _INDEXED_ITERATORS = frozenset({
     "str_ascii_iterator", "str_iterator", "bytes_iterator", "bytearray_iterator"})
 
 
-def _index(it):
+_RANGE_ITERATORS = frozenset({"range_iterator", "longrange_iterator"})
+_BUILTIN_RANGE = range
+_MISSING = object()
+
+
+def _index(it, origin=None):
     """The 0-based index of the item `it` gave last, as the program counts it: a
     list, tuple, range, str ... iterator, enumerate over one, or a DataLoader's
     iterator (batch); None when its state is not a count of the items it gave
     (islice, zip, reversed, a dict's ...).  (kind, index) with kind 'iteration'
-    or 'batch'."""
+    or 'batch'.  `origin`: (start, step) of the builtin `range(...)` call the
+    loop's code makes its iterator with (codemap.range_origin), for a range
+    iterator that keeps only the range still to come (3.12+)."""
     try:
         for _ in range(8):  # enumerate(enumerate(...)) ...
             name = type(it).__name__
@@ -118,6 +126,10 @@ def _index(it):
                 reduced = it.__reduce__()
                 if len(reduced) >= 3 and isinstance(reduced[2], int) and reduced[2] > 0:
                     return "iteration", reduced[2] - 1
+                if name in _RANGE_ITERATORS and origin is not None and reduced[2] is None:
+                    given = _range_given(reduced[1][0], *origin)
+                    if given:
+                        return "iteration", given - 1
             elif isinstance(getattr(it, "_num_yielded", None), int) and it._num_yielded > 0 \
                     and hasattr(it, "_index_sampler"):
                 return "batch", it._num_yielded - 1
@@ -127,7 +139,42 @@ def _index(it):
     return None
 
 
-def _iteration(frames, site):
+def _range_given(rest, start, step):
+    """How many items a range iterator has given, from the range it has left
+    (`rest`) and the start and step of the range it was made from; None when they
+    do not fit together."""
+    if not isinstance(rest, range) or rest.step != step or (rest.start - start) % step:
+        return None
+    given = (rest.start - start) // step
+    return given if given >= 0 else None
+
+
+def _builtin_range_in(namespace, scope):
+    """Whether the name `range`, looked up as the loop's code looks it up (globals,
+    then builtins), is the builtin range in `namespace` (a frame's globals)."""
+    if scope not in ("global", "name"):
+        return False
+    found = namespace.get("range", _MISSING)
+    if found is _MISSING:
+        found = getattr(builtins, "range", None)
+    return found is _BUILTIN_RANGE
+
+
+def _origin(code, offset, slot, namespace):
+    """(start, step) of the range(...) the iterator in `slot` of a frame of `code`
+    stopped at `offset` was made from, when the code says so and `range` is the
+    builtin there; else None."""
+    from _portal import codemap
+    try:
+        found = codemap.range_origin(code, offset, slot)
+    except Exception:       # a code shape the layer does not know: no count, never an error
+        return None
+    if found is None or not _builtin_range_in(namespace, found[2]):
+        return None
+    return found[0], found[1]
+
+
+def _iteration(frames, site, code_of=None):
     """(index, text) of the iteration that runs again: `iteration 13 (0-based)`,
     `batch 4 (0-based) of epoch 2 (0-based)` for a DataLoader loop inside an
     indexed one; (None, None) when the loop's iterator does not tell (a while
@@ -135,15 +182,21 @@ def _iteration(frames, site):
     stack = frames[-1].stack
     if not site.is_for or site.iter_slot is None or site.iter_slot >= len(stack):
         return None, None
-    found = _index(stack[site.iter_slot])
+
+    def origin(fs, slot):       # a range's start and step, where the code says them
+        code, namespace = code_of(fs) if code_of is not None else (None, None)
+        return None if code is None else _origin(code, fs.offset, slot, namespace)
+
+    found = _index(stack[site.iter_slot], origin(frames[-1], site.iter_slot))
     if found is None:
         return None, None
     kind, index = found
     text = f"{kind} {index} (0-based)"
     if kind == "batch":   # the epoch: the nearest enclosing loop that counts
-        outer = list(stack[:site.iter_slot])[::-1] + [item for fs in frames[-2::-1] for item in fs.stack[::-1]]
-        for item in outer:
-            got = _index(item)
+        outer = [(frames[-1], slot) for slot in range(site.iter_slot - 1, -1, -1)] + \
+                [(fs, slot) for fs in frames[-2::-1] for slot in range(len(fs.stack) - 1, -1, -1)]
+        for fs, slot in outer:
+            got = _index(fs.stack[slot], origin(fs, slot))
             if got is not None and got[0] == "iteration":
                 text += f" of epoch {got[1]} (0-based)"
                 break
@@ -269,7 +322,16 @@ def _point_state(runtime, loop_frame, loop_line, frames, site, roll_back=True):
     """The ProgramState to save at this loop, and the names of its roots.
     roll_back=False: the point is the start of an iteration that has not run yet
     (a preemption's safe point): the states are saved as they are."""
-    index, text = _iteration(frames, site)
+    main_code = runtime.main_code()
+
+    def code_of(fs):            # a saved frame's code and the globals its names are looked up in
+        if fs is frames[-1]:
+            return loop_frame.f_code, loop_frame.f_globals
+        if fs.function is not None:
+            return fs.function.__code__, fs.function.__globals__
+        return main_code, sys.modules["__main__"].__dict__
+
+    index, text = _iteration(frames, site, code_of)
     loop = LoopInfo(filename=loop_frame.f_code.co_filename, line=loop_line,
                     iteration=index, function=loop_frame.f_code.co_name, iteration_text=text)
     process = _process_state()

@@ -7,6 +7,7 @@ object's bytecode, for each CPython version Portal runs on.
   stack.py          static stack depths and what each slot holds
   liveness.py       which fast locals can still be read from an offset
   resume_points.py  loop sites, caller call sites, with sites
+  iterables.py      where a for loop's iterator came from (a range's start and step)
 
 A port to a new CPython version adds a table module and touches the modules
 above only where the version's logic (not its numbers) differs.  Nothing is

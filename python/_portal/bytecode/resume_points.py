@@ -332,6 +332,7 @@ def _while_site(info: Info, loop_line: int, call_k: int, handler: int, depth: in
 # Slots of a call below its arguments: 3.11 [NULL, callable] or [method, self];
 # 3.13 [callable, self_or_null].
 _CALLABLE_SLOTS = 2
+CALLABLE_SLOTS = _CALLABLE_SLOTS
 # CALL_FUNCTION_EX: the two callable slots, the args tuple, the kwargs dict if oparg & 1.
 _CALL_EX_SLOTS = 3
 # 3.13's CALL_KW: the keyword names' tuple on top of the arguments.
@@ -470,6 +471,14 @@ def _find_withs(info: Info):
                 any(instrs[h + i].opname != s for i, s in enumerate(shape)):
             continue
         yield WithSite(ins.offset, instrs[h + len(shape) - 1].offset, _manager(info, k))
+
+
+def how_made(info: Info, k: int):
+    """How the value instruction k (index) takes from the top of the stack is made,
+    when the code says it plainly: ('call', scope, names) for `NAME.ATTR...(ARGS)`,
+    ('value', scope, names) for `NAME.ATTR...`, in straight-line code; else None
+    (a with statement's manager, a for loop's iterable: bytecode/iterables.py)."""
+    return _manager(info, k)
 
 
 def _manager(info: Info, k: int):

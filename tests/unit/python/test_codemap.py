@@ -208,8 +208,10 @@ def test_static_depths_on_stdlib_match_co_stacksize():
 
     3.13 sizes the stack before it fuses LOAD_CONST, RETURN_VALUE into
     RETURN_CONST (one more item at each RETURN_CONST), and before it drops the
-    implicit `return None` after a body that ends in `raise` (co_stacksize 1
-    where nothing else is ever pushed)."""
+    unreachable return after a body that never falls off its end: the implicit
+    `return None` after a `raise`, or a `return NAME` after a `while 1:` that never
+    exits (test_peepholer's `while 1: pass / return list`): co_stacksize 1 where
+    nothing else is ever pushed."""
     n = with_dead_code = short_by_dead_code = 0
     for path, co in stdlib_codes():
         for c in all_codes(co):
@@ -219,8 +221,8 @@ def test_static_depths_on_stdlib_match_co_stacksize():
             top = max(depths[i.offset] + (i.opname == "RETURN_CONST")
                       for i in ins if i.offset in depths)
             if (not PRECALL and top == 0 and c.co_stacksize == 1
-                    and ins[-1].opname in ("RAISE_VARARGS", "RERAISE")):
-                top = 1     # the dropped `return None` (3.13)
+                    and ins[-1].opname in ("RAISE_VARARGS", "RERAISE", "JUMP_BACKWARD")):
+                top = 1     # the dropped return (3.13)
             if not dead:
                 assert top == c.co_stacksize, (path, c.co_name)
             else:
@@ -1567,6 +1569,50 @@ def test_only_the_named_withs_lose_their_swallowed_path():
     cut = {s.before_with for s in sites if s.manager != ("call", "global", ("contextlib", "suppress"))}
     dead = cm.dead_locals_at(code, off, cut)
     assert {"a", "c", "d", "e"} <= dead and "b" not in dead
+
+
+# --------------------------------------------------------------------------
+# where a for loop's iterator came from (bytecode/iterables.py)
+
+RANGES = """
+def f(xs, n, a, g):
+    for i in range(n):
+        for j in range(2, len(xs)):
+            for k in range(-4, n, 3):
+                for m in range(a, n):
+                    for p in range(0, n, a):
+                        for q in g.range(n):
+                            for r in range(n if a else 2):
+                                for s in xs:
+                                    pass
+
+for e in range(5):
+    print(e)
+"""
+
+
+def test_range_origin_reads_start_and_step_where_the_code_says_them():
+    co = compile(textwrap.dedent(RANGES), "r.py", "exec", dont_inherit=True)
+    f = code_named(co, "f")
+    store_s = next(i for i in instrs(f) if i.opname == "STORE_FAST" and f.co_varnames[i.arg] == "s")
+    body = next(i.offset for i in instrs(f) if i.offset > store_s.offset)
+    depth = cm.static_stack_depths(f)[body]
+    assert depth == 8     # the eight loops' iterators
+    assert [cm.range_origin(f, body, slot) for slot in range(depth)] == [
+        (0, 1, "global"),       # range(n)
+        (2, 1, "global"),       # range(2, len(xs)): any stop
+        (-4, 3, "global"),      # range(-4, n, 3)
+        None,                   # range(a, n): the start is not in the code
+        None,                   # range(0, n, a): nor the step
+        None,                   # g.range(n): not the name range
+        None,                   # range(n if a else 2): not straight-line code
+        None]                   # xs
+    # at module level the name is looked up by LOAD_NAME
+    store_e = next(i for i in instrs(co) if i.opname == "STORE_NAME" and co.co_names[i.arg] == "e")
+    after = next(i.offset for i in instrs(co) if i.offset > store_e.offset)
+    assert cm.range_origin(co, after, 0) == (0, 1, "name")
+    # outside the loop there is no iterator in that slot
+    assert cm.range_origin(co, 0, 0) is None
 
 
 # --------------------------------------------------------------------------
