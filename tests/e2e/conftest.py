@@ -126,6 +126,14 @@ def cache_tag() -> str:
     return r.stdout.strip()
 
 
+@functools.lru_cache(maxsize=None)
+def python_version() -> str:
+    """PYTHON's version, `3.13.5` (the suite's own interpreter may be another)."""
+    r = subprocess.run([PYTHON, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                       capture_output=True, text=True, env=base_env(), timeout=RUN_TIMEOUT, check=True)
+    return r.stdout.strip()
+
+
 _TORCH_OOM = ("import torch\n"
               "oom = getattr(torch, 'OutOfMemoryError', None) or torch.cuda.OutOfMemoryError\n"
               "print(oom.__module__ + '.' + oom.__qualname__)")
