@@ -238,7 +238,11 @@ def format_report(r):
         e = r["error"]
         add(f"error        {e.get('type')}: {e.get('message')} at {e.get('file')}:{e.get('line')}")
     if isinstance(r.get("loop"), dict):
-        add(f"loop         {_where(r['loop'])}, iteration {r['loop'].get('iteration')} (0-based)")
+        # the iteration when the loop's iterator tells it (not a while loop's, nor a
+        # range's on 3.12+, whose iterator no longer keeps where it started): as portal show
+        iteration = r["loop"].get("iteration")
+        add(f"loop         {_where(r['loop'])}"
+            + (f", iteration {iteration} (0-based)" if isinstance(iteration, int) else ""))
     if r.get("frames"):
         add("frames       (outermost first)")
         for f in r["frames"]:

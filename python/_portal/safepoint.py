@@ -164,15 +164,14 @@ def _body_starts(code):
 
 
 def _find_starts(code):
-    import dis
+    # Portal's modules are hidden from the program (boot.py): a request made
+    # before the start-up hid them (a resume still restoring) finds them gone by
+    # the time this runs, from the trace function.
+    _portal_modules()
     from _portal import codemap
-    instrs = [i for i in dis.get_instructions(code) if i.opname != "CACHE"]
-    lines = set()
-    for a, b in zip(instrs, instrs[1:]):
-        if a.opname in ("LOAD_GLOBAL", "LOAD_NAME") and a.argval == RESCUE_NAME \
-                and b.opname == "LOAD_CONST" and type(b.argval) is int:
-            lines.add(b.argval)
-    for line in lines:
+    # the loops' lines, from their rescue calls in the version's shape (3.13's
+    # module level: LOAD_NAME, PUSH_NULL, then the line's LOAD_CONST)
+    for line in codemap.rescue_lines(code):
         try:
             for site in codemap.find_loops(code, line):
                 yield site.body_start

@@ -144,7 +144,9 @@ int portal_resume(const ResumeRequest& request) {
         return kRefused;
     }
     if (state == "running") {
-        log::say("resume", "job " + job.id + " is running (" + lock_holder(job).value_or("?") +
+        // The holder read when the state was judged (view_job): asked again, a holder
+        // that died in between would be named "?" where the job is now lost.
+        log::say("resume", "job " + job.id + " is running (" + view.holder.value_or("another process") +
                                "): one process runs a job at a time (portal show " + job.id + ")");
         return kRefused;
     }

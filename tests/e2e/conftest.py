@@ -11,6 +11,7 @@ inherits it and none falls to the first python3 on PATH (docs/interpreters.md).
 """
 import dataclasses
 import difflib
+import functools
 import os
 import resource
 import select
@@ -20,7 +21,7 @@ import subprocess
 import tempfile
 import time
 from pathlib import Path
-from typing import Callable, Dict, List, Optional
+from typing import Callable, Dict, List, Optional, Tuple
 
 import pytest
 
@@ -99,6 +100,75 @@ def fresh_corpus(workdir: Path, setup: Optional[Callable[[Path], None]] = None) 
     if setup is not None:
         setup(root)
     return root
+
+
+# --- facts of the interpreter under test -----------------------------------------
+# The suite's own interpreter (the one running pytest) need not be PYTHON: what a
+# test expects of the library code a program runs is asked of PYTHON itself.
+
+_ORIGIN_OF = ("import importlib.util, sys\n"
+              "spec = importlib.util.find_spec(sys.argv[1])\n"
+              "print(spec.origin if spec is not None and spec.origin else '')")
+
+
+def origin_of(module: str) -> Optional[Path]:
+    """The file PYTHON loads `module` from; None when it has no such module."""
+    r = subprocess.run([PYTHON, "-c", _ORIGIN_OF, module], capture_output=True, text=True,
+                       env=base_env(), timeout=RUN_TIMEOUT)
+    return Path(r.stdout.strip()) if r.returncode == 0 and r.stdout.strip() else None
+
+
+@functools.lru_cache(maxsize=None)
+def cache_tag() -> str:
+    """PYTHON's sys.implementation.cache_tag, the tag of its .pyc names (cpython-313)."""
+    r = subprocess.run([PYTHON, "-c", "import sys; print(sys.implementation.cache_tag)"],
+                       capture_output=True, text=True, env=base_env(), timeout=RUN_TIMEOUT, check=True)
+    return r.stdout.strip()
+
+
+@functools.lru_cache(maxsize=None)
+def python_version() -> str:
+    """PYTHON's version, `3.13.5` (the suite's own interpreter may be another)."""
+    r = subprocess.run([PYTHON, "-c", "import sys; print('%d.%d.%d' % sys.version_info[:3])"],
+                       capture_output=True, text=True, env=base_env(), timeout=RUN_TIMEOUT, check=True)
+    return r.stdout.strip()
+
+
+_TORCH_OOM = ("import torch\n"
+              "oom = getattr(torch, 'OutOfMemoryError', None) or torch.cuda.OutOfMemoryError\n"
+              "print(oom.__module__ + '.' + oom.__qualname__)")
+
+
+@functools.lru_cache(maxsize=None)
+def torch_oom_name() -> str:
+    """How a traceback under PYTHON names torch's out-of-memory error (the fixture's
+    `torch` kind): torch.OutOfMemoryError in torch 2.x, torch.cuda.OutOfMemoryError
+    in torch 1.13."""
+    r = subprocess.run([PYTHON, "-c", _TORCH_OOM], capture_output=True, text=True,
+                       env=base_env(), timeout=RUN_TIMEOUT)
+    assert r.returncode == 0, f"torch's OutOfMemoryError under {PYTHON}: {r.stderr}"
+    return r.stdout.strip().splitlines()[-1]
+
+
+def line_in_function(path: Path, header: str, statement: str) -> int:
+    """The 1-based line of the first line that is `statement` after the line that
+    starts with `header` (`def step(`) in the file `path`: where a library's
+    function starts, in whichever version of the library PYTHON has."""
+    lines = [line.strip() for line in path.read_text().splitlines()]
+    start = next((i for i, line in enumerate(lines) if line.startswith(header)), None)
+    assert start is not None, f"no {header!r} in {path}"
+    found = next((i for i in range(start + 1, len(lines)) if lines[i] == statement), None)
+    assert found is not None, f"no {statement!r} after {header!r} in {path}"
+    return found + 1
+
+
+def sgd_step_start() -> Tuple[Path, int]:
+    """torch.optim.SGD.step's file under PYTHON and the line of its first statement,
+    `loss = None` (127 in torch 1.13, 111 in torch 2.6); skips where PYTHON has no torch."""
+    sgd = origin_of("torch.optim.sgd")
+    if sgd is None:
+        pytest.skip(f"torch is not installed for {PYTHON}: the optimizer step is torch's")
+    return sgd, line_in_function(sgd, "def step(", "loss = None")
 
 
 # --- waiting for a program to be where a signal is expected -------------------------

@@ -7,12 +7,11 @@ import shutil
 import subprocess
 from pathlib import Path
 
-from conftest import store_env
+from conftest import PYTHON, store_env  # PYTHON: the interpreter under test ($PORTAL_PYTHON)
 
 HERE = Path(__file__).parent / "policy"
 PORTAL_RUN = os.environ.get("PORTAL_RUN") or shutil.which("portal-run")
 PORTAL = os.environ.get("PORTAL") or str(Path(PORTAL_RUN).with_name("portal"))
-PYTHON = "/usr/bin/python3"
 TIMEOUT = 300
 SUSPENDED = 75
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import store_env
+from conftest import store_env, torch_oom_name
 from test_training import PORTAL, PORTAL_RUN, PYTHON
 
 HERE = Path(__file__).parent / "fidelity_idioms"
@@ -214,7 +214,7 @@ def test_a_thread_in_the_loops_state_declines_naming_it_and_what_to_do(work):
                                    PORTAL_FAKE_OOM="logged_train.py:31@9=torch"))
     assert r.returncode == 1, r.stderr
     lines = r.stderr.decode().splitlines()
-    assert lines[-2].startswith("torch.cuda.OutOfMemoryError: CUDA out of memory.")
+    assert lines[-2].startswith(f"{torch_oom_name()}: CUDA out of memory.")
     assert lines[-1] == (
         f"portal: not rescued: its state holds local 'events' of train() at {work / 'logged_train.py'}:28"
         "._thread (threading.Thread): a thread (event-flush) cannot be saved: its frames run outside "

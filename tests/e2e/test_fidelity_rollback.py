@@ -13,12 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from conftest import store_env
+from conftest import PYTHON, store_env  # PYTHON: the interpreter under test ($PORTAL_PYTHON)
 
 HERE = Path(__file__).parent / "fidelity_rollback"
 PORTAL_RUN = os.environ.get("PORTAL_RUN") or shutil.which("portal-run")
 PORTAL = os.environ.get("PORTAL") or str(Path(PORTAL_RUN).with_name("portal"))
-PYTHON = "/usr/bin/python3"
 TIMEOUT = 300
 
 

@@ -23,8 +23,9 @@ from pathlib import Path
 
 import pytest
 
+from conftest import PYTHON  # the interpreter under test ($PORTAL_PYTHON)
+
 CORPUS = Path(__file__).parent / "integrity"
-PYTHON = "/usr/bin/python3"
 PORTAL_RUN = os.environ.get("PORTAL_RUN") or shutil.which("portal-run")
 PORTAL = os.environ.get("PORTAL") or str(Path(PORTAL_RUN).with_name("portal"))
 PYDIR = os.environ.get("PORTAL_PYDIR")   # the staged _portal package (CTest sets it)

@@ -10,12 +10,11 @@ import os
 import re
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from conftest import PYTHON
+from conftest import PYTHON, python_version
 
 HERE = Path(__file__).parent / "interpreter"
 PORTAL_RUN = os.environ.get("PORTAL_RUN") or shutil.which("portal-run")
@@ -108,7 +107,7 @@ def test_an_activated_venv_runs_as_python_does_suspends_and_resumes_in_it(work, 
     assert recorded["source"] == "VIRTUAL_ENV"
     assert recorded["prefix"] == str(venv) and recorded["base_prefix"] != str(venv)
     assert recorded["real_path"] == os.path.realpath(f"{venv}/bin/python3")
-    assert recorded["version"] == "%d.%d.%d" % sys.version_info[:3]
+    assert recorded["version"] == python_version()
     assert re.fullmatch(r"size \d+, modified \d+\.\d+, inode \d+", recorded["fingerprint"]), recorded
 
     show = run([PORTAL, "show", job.name], work, clean_env(home))
@@ -164,7 +163,7 @@ def test_a_stale_venv_is_said_not_passed_over(tmp_path, work):
 def other_version_interpreter(tmp_path):
     """A real CPython of another minor version if this machine has one (pyenv's),
     else a stand-in: a script that runs the build's interpreter reporting 3.9."""
-    mine = "%d.%d" % sys.version_info[:2]
+    mine = python_version().rsplit(".", 1)[0]
     for candidate in sorted(glob.glob("/root/.pyenv/versions/3.*/bin/python3")) + \
             [shutil.which(f"python3.{m}") or "" for m in range(8, 16)]:
         if candidate and not candidate.startswith(f"/root/.pyenv/versions/{mine}") and os.access(candidate, os.X_OK):
@@ -195,7 +194,7 @@ def test_an_unsupported_version_is_refused_in_one_line(tmp_path, work, how):
                         r"CPython ([0-9., ]+) \(built here for: ([0-9., ]+)\); choose another with --python PATH "
                         r"or PORTAL_PYTHON\n", r.stderr.decode())
     assert said, r.stderr
-    mine = "%d.%d" % sys.version_info[:2]
+    mine = python_version().rsplit(".", 1)[0]
     assert mine in said[1].split(", ") and mine in said[2].split(", ")
     assert version.rsplit(".", 1)[0] not in said[1].split(", ")
     assert not (work / "ran").exists()
@@ -265,7 +264,7 @@ def test_resume_refuses_an_interpreter_that_changed_or_is_gone(tmp_path, work):
 
 def test_version_names_the_interpreter_it_would_use(tmp_path, venv):
     home = tmp_path / "home"
-    version = "%d.%d.%d" % sys.version_info[:3]
+    version = python_version()
     r = run([PORTAL_RUN, "--version"], tmp_path, clean_env(home, PORTAL_PYTHON=PYTHON))
     assert r.returncode == 0, r.stderr
     lines = r.stdout.decode().splitlines()
@@ -286,7 +285,7 @@ def test_a_shim_runs_the_interpreter_it_resolves_to(tmp_path):
     env.setdefault("PYENV_ROOT", "/root/.pyenv")
     python = executable_of(["/root/.pyenv/shims/python3"], env, tmp_path)
     assert python != "/root/.pyenv/shims/python3"
-    mine = "%d.%d" % sys.version_info[:2]
+    mine = python_version().rsplit(".", 1)[0]
     version = run([python, "-c", "import sys; print('%d.%d' % sys.version_info[:2])"], tmp_path, env)
     if version.stdout.decode().strip() != mine:
         pytest.skip(f"pyenv's python3 here is {version.stdout.decode().strip()}, which Portal is not built for")

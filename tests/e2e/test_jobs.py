@@ -11,11 +11,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import store_env
+from conftest import PYTHON, store_env  # PYTHON: the interpreter under test ($PORTAL_PYTHON)
 
 HERE = Path(__file__).parent / "jobs"
 PORTAL_RUN = os.environ.get("PORTAL_RUN") or shutil.which("portal-run")
-PYTHON = "/usr/bin/python3"
 PORTAL = os.environ.get("PORTAL") or str(Path(PORTAL_RUN).with_name("portal"))
 
 
@@ -73,7 +72,7 @@ def wait_for(predicate, what, timeout=30):
 
 
 def test_a_plain_run_is_a_completed_job_with_its_output_kept(work):
-    python = subprocess.run(["/usr/bin/python3", "counter.py"], cwd=work, capture_output=True)
+    python = subprocess.run([PYTHON, "counter.py"], cwd=work, capture_output=True)
     r = run([PORTAL_RUN, "counter.py", "--flag"], work)
     assert (r.returncode, r.stdout, r.stderr) == (0, python.stdout, python.stderr)
     job = only_job(work)
@@ -112,7 +111,7 @@ def test_a_failing_run_is_a_failed_job(work):
 
 
 def test_suspension_and_resumption_are_logged_runs(work):
-    python = subprocess.run(["/usr/bin/python3", "counter.py"], cwd=work, capture_output=True)
+    python = subprocess.run([PYTHON, "counter.py"], cwd=work, capture_output=True)
     first = run([PORTAL_RUN, "counter.py"], work, PORTAL_FAKE_OOM="counter.py:13@4")
     assert first.returncode == 75, first.stderr
     job = only_job(work)

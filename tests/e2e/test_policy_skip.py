@@ -5,6 +5,7 @@ one under --mem; the count per job (oom.max_skips) and the fall-back to a
 suspension; a while loop, which skip cannot continue; declines as for suspend."""
 import pytest
 
+from conftest import sgd_step_start
 from policy_helpers import (SUSPENDED, corpus, lines, only_job, portal, portal_run, python,
                             record)
 
@@ -110,22 +111,14 @@ def test_policy_values_are_checked(work):
     assert from_env.returncode == 0 and len(lines(from_env.stderr, "portal: skipped: ")) == 1
 
 
-SGD_STEP_LINE = 127  # `loss = None`, the first statement of torch.optim.SGD.step (torch 1.13)
-
-
 @pytest.mark.parametrize("action", ["skip", "retry"])
 def test_an_oom_inside_an_optimizer_step_is_declined_as_for_suspend(work, action):
     """decide.py's rules run first, for every action: the weights may be half
     updated, so the item is neither skipped nor retried; the job fails as under
     python, with the same `not rescued` line."""
-    pytest.importorskip("torch", reason="the optimizer step is torch's")
-    import importlib.util
-    from pathlib import Path
-    sgd = Path(importlib.util.find_spec("torch.optim.sgd").origin)
-    if sgd.read_text().splitlines()[SGD_STEP_LINE - 1].strip() != "loss = None":
-        pytest.skip(f"this torch's SGD.step does not start at {sgd}:{SGD_STEP_LINE}")
+    _, step_line = sgd_step_start()   # `loss = None`, in the interpreter's own torch
     run = portal_run(work, "--policy", f"oom.action={action}", "train_preempt.py", "6", "0",
-                     env={"PORTAL_FAKE_OOM": f"torch/optim/sgd.py:{SGD_STEP_LINE}@3"})
+                     env={"PORTAL_FAKE_OOM": f"torch/optim/sgd.py:{step_line}@3"})
     assert run.returncode == 1, run.stderr.decode()
     assert run.stdout.count(b"step ") == 2
     last = run.stderr.decode().splitlines()[-1]

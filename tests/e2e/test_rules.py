@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from conftest import line_in_function, origin_of, sgd_step_start
+
 HERE = Path(__file__).parent / "rules"
 PORTAL_RUN = os.environ.get("PORTAL_RUN") or shutil.which("portal-run")
 PORTAL = os.environ.get("PORTAL") or str(Path(PORTAL_RUN).with_name("portal"))
-SGD_STEP_LINE = 127  # `loss = None`, the first statement of torch.optim.SGD.step (torch 1.13)
 
 
 @pytest.fixture
@@ -89,15 +90,13 @@ def test_policy_is_kept_on_resume_unless_given_again(corpus):
 
 
 def test_inside_an_optimizer_step_is_not_rescued(corpus):
-    import importlib.util
-    sgd = Path(importlib.util.find_spec("torch.optim.sgd").origin)
-    assert sgd.read_text().splitlines()[SGD_STEP_LINE - 1].strip() == "loss = None"
+    _, step_line = sgd_step_start()   # `loss = None`, in the interpreter's own torch
     r = run([PORTAL_RUN, "train_sgd.py"], corpus,
-            PORTAL_FAKE_OOM=f"torch/optim/sgd.py:{SGD_STEP_LINE}@3")
+            PORTAL_FAKE_OOM=f"torch/optim/sgd.py:{step_line}@3")
     assert r.returncode == 1, r.stderr
     assert r.stdout.count(b"step ") == 2
     assert python_traceback_of_memory_error(r.stderr), r.stderr
-    assert f'sgd.py", line {SGD_STEP_LINE}, in step'.encode() in r.stderr
+    assert f'sgd.py", line {step_line}, in step'.encode() in r.stderr
     last = r.stderr.decode().splitlines()[-1]
     assert last.startswith("portal: not rescued: raised inside an optimizer step (")
     assert last.endswith("the weights may be half updated")
@@ -187,14 +186,13 @@ def test_a_refused_resume_leaves_the_job_suspended(corpus, options, status, says
     assert done.stdout == b"i 1 1\ni 2 3\ni 3 6\ni 4 10\ni 5 15\ntotal 15\n"
 
 
-JSON_LIST_LOOP_LINE = 298  # `if first:`, first statement of _iterencode_list's `for value in lst:`
-
-
 def test_inside_a_library_loop_called_at_top_level_is_not_rescued(corpus):
-    import importlib.util
-    encoder = Path(importlib.util.find_spec("json.encoder").origin)
-    lines = encoder.read_text().splitlines()
-    assert lines[JSON_LIST_LOOP_LINE - 2].strip() == "for value in lst:"
+    encoder = origin_of("json.encoder")   # the interpreter's own json
+    # `if first:`, the first statement of _iterencode_list's `for value in lst:` (line 298
+    # in 3.11 and 3.13); library_loop.py calls json.dump, which runs that Python loop
+    # (json.dumps runs the C encoder in 3.13, with an indent too)
+    JSON_LIST_LOOP_LINE = line_in_function(encoder, "def _iterencode_list(", "for value in lst:") + 1
+    assert encoder.read_text().splitlines()[JSON_LIST_LOOP_LINE - 1].strip() == "if first:"
     r = run([PORTAL_RUN, "library_loop.py"], corpus,
             PORTAL_FAKE_OOM=f"json/encoder.py:{JSON_LIST_LOOP_LINE}@5")
     assert r.returncode == 1, r.stderr

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import base_env
+from conftest import base_env, cache_tag
 
 SCRIPT = """\
 import helper
@@ -202,7 +202,7 @@ def test_a_planted_entry_beside_the_script_in_a_shared_project_never_runs(
     pycache = project / "__pycache__"
     pycache.mkdir()
     for name, (_, entry) in victim_entries.items():
-        (pycache / f"{name}.cpython-311.portal-1.pyc").write_bytes(_evil(entry, marker, name, None))
+        (pycache / f"{name}.{cache_tag()}.portal-1.pyc").write_bytes(_evil(entry, marker, name, None))
     _chown_tree(pycache, attacker, 0o777, 0o666)
     os.chmod(project, 0o1777)                 # the attacker could create __pycache__
     home = _victim_home(victim)
@@ -211,8 +211,8 @@ def test_a_planted_entry_beside_the_script_in_a_shared_project_never_runs(
         assert not marker.exists(), "the planted __pycache__ entry ran as the victim"
         assert (out.returncode, out.stdout) == (0, EXPECTED), out.stderr
         assert out.stderr == b"", out.stderr    # the store is the victim's: nothing to say
-        assert sorted(os.listdir(pycache)) == ["helper.cpython-311.portal-1.pyc",
-                                               "main.cpython-311.portal-1.pyc"]
+        assert sorted(os.listdir(pycache)) == [f"helper.{cache_tag()}.portal-1.pyc",
+                                               f"main.{cache_tag()}.portal-1.pyc"]
         # the cache is the victim's own store's, and it is used
         assert set(_entries(home)) == {"main", "helper"}
     finally:

@@ -22,7 +22,7 @@ SUSPENDED = 75
 JOB_RE = re.compile(rb"^portal: suspended: job (\S+),", re.M)
 
 if subprocess.run([PYTHON, "-c", "import torch"], capture_output=True).returncode:
-    pytest.skip("torch is not installed for /usr/bin/python3", allow_module_level=True)
+    pytest.skip(f"torch is not installed for {PYTHON}", allow_module_level=True)
 
 
 def line_of(script, marker):

@@ -54,6 +54,15 @@ def _rescue_calls(info: Info, loop_line: int) -> List[Tuple[int, int]]:
     return info.rescue.get(loop_line, [])
 
 
+def rescue_lines(code: types.CodeType) -> List[int]:
+    """The loop lines of every __portal_rescue__(LOOP_LINE, ...) call in `code`
+    (find_loop's `loop_line`), in the version's call shape."""
+    info = _info(code)
+    if info.rescue is None:
+        info.rescue = _scan_rescue_calls(info)
+    return sorted(info.rescue)
+
+
 def _const_args(info: Info, load_k: int) -> int:
     """Index of the first argument of the call whose callable index load_k loads:
     3.13's module level pushes the NULL after LOAD_NAME (3.11's before it)."""

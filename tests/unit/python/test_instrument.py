@@ -19,6 +19,7 @@ import pytest
 
 from _portal import instrument, reraise
 from _portal.instrument import compile_user_source
+from _portal.bytecode.tables import T as BYTECODE
 
 # --- harness ------------------------------------------------------------------------------
 
@@ -609,6 +610,13 @@ def test_reraise_table_round_trip_on_stdlib():
     assert n > 500
 
 
+# The conditional jump of an `except E:` or `if` that is not taken (3.11:
+# POP_JUMP_FORWARD_IF_FALSE), and what tests the value first (3.13: TO_BOOL; 3.11:
+# nothing), from the bytecode layer's table of this interpreter.
+JUMP_IF_FALSE = BYTECODE.JUMP_IF_FALSE
+TRUTH_TEST = ["TO_BOOL"] if "TO_BOOL" in BYTECODE.OPMAP else []
+
+
 def test_every_handler_reraises_with_lasti():
     """In instrumented stdlib modules every loop handler was given the raising
     instruction's offset (no RAISE_VARARGS after a rescue call is left), and its
@@ -629,18 +637,18 @@ def test_every_handler_reraises_with_lasti():
                 if x.opname in ("LOAD_GLOBAL", "LOAD_NAME") and x.argval == "__portal_rescue__":
                     h = max(j for j in range(k) if ins[j].opname == "PUSH_EXC_INFO")
                     start = ins[h].offset
-                    jump = ("POP_JUMP_FORWARD_IF_FALSE" if sys.version_info < (3, 12)
-                            else "POP_JUMP_IF_FALSE")
                     assert [y.opname for y in ins[h + 2:h + 5]] == \
-                        ["CHECK_EXC_MATCH", jump, "NOP"]
+                        ["CHECK_EXC_MATCH", JUMP_IF_FALSE, "NOP"]
                     call = next(j for j in range(k, len(ins)) if ins[j].opname == "CALL")
                     after = [(y.opname, y.arg) for y in ins[call + 1:]]
-                    if after[0][0] == "POP_JUMP_FORWARD_IF_FALSE":
-                        # a for loop's: the skip's way back (POP_TOP, POP_EXCEPT, POP_TOP,
-                        # room, JUMP_BACKWARD), then the re-raises
+                    test = len(TRUTH_TEST)
+                    if [op for op, _ in after[:test + 1]] == TRUTH_TEST + [JUMP_IF_FALSE]:
+                        # a for loop's `if rescue(...)`: the skip's way back (POP_TOP,
+                        # POP_EXCEPT, POP_TOP, room, JUMP_BACKWARD), then the re-raises
                         back = next(j for j, (op, _) in enumerate(after) if op == "JUMP_BACKWARD")
-                        assert [op for op, _ in after[1:4]] == ["POP_TOP", "POP_EXCEPT", "POP_TOP"]
-                        assert {op for op, _ in after[4:back]} <= {"NOP", "EXTENDED_ARG"}, (mod.__name__, c.co_name)
+                        assert [op for op, _ in after[test + 1:test + 4]] == ["POP_TOP", "POP_EXCEPT", "POP_TOP"]
+                        assert {op for op, _ in after[test + 4:back]} <= {"NOP", "EXTENDED_ARG"}, \
+                            (mod.__name__, c.co_name)
                         after = [("POP_TOP", None)] + after[back + 1:]
                     assert after[:3] == \
                         [("POP_TOP", None), ("RERAISE", 2), ("RERAISE", 2)], (mod.__name__, c.co_name)
