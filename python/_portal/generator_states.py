@@ -82,7 +82,8 @@ def find(frame):
                types.CodeType, types.FrameType)
     snapshot = frame.f_locals       # read once: each read fills it again
     roots = [(value, 0) for value in snapshot.values()]
-    if frame.f_code.co_flags & CO_OPTIMIZED and sys.getrefcount(snapshot) <= _ONLY_OURS:
+    if frame.f_code.co_flags & CO_OPTIMIZED and isinstance(snapshot, dict) and \
+            sys.getrefcount(snapshot) <= _ONLY_OURS:   # (3.13's FrameLocalsProxy holds nothing)
         # A function frame's f_locals is a snapshot dict, not its fast locals: emptied
         # so that it keeps nothing alive (whoever reads f_locals next fills it again),
         # unless the program holds it (`d = locals()`): then it is python's as it was.
