@@ -12,12 +12,12 @@ from pathlib import Path
 
 import pytest
 
-from conftest import store_env
+from conftest import PYTHON, store_env
+from torch_facts import oom_error_name
 
 HERE = Path(__file__).parent / "training"
 PORTAL_RUN = os.environ.get("PORTAL_RUN") or shutil.which("portal-run")
 PORTAL = os.environ.get("PORTAL") or str(Path(PORTAL_RUN).with_name("portal"))
-PYTHON = "/usr/bin/python3"
 
 
 @functools.lru_cache(maxsize=None)
@@ -118,7 +118,7 @@ def test_an_error_inside_an_lbfgs_closure_is_inside_the_step(work):
                        env=env_for(work, PORTAL_FAKE_OOM="lbfgs.py:13@7=torch"), timeout=300)
     assert r.returncode == 1, r.stderr
     lines = r.stderr.decode().splitlines()
-    assert lines[-2].startswith("torch.cuda.OutOfMemoryError: CUDA out of memory.")
+    assert lines[-2].startswith(f"{oom_error_name()}: CUDA out of memory.")
     assert lines[-1].startswith("portal: not rescued: raised inside an optimizer step (")
     assert "/torch/optim/" in lines[-1] and lines[-1].endswith("): the weights may be half updated")
     assert not [p for p in (work.parent / "home" / "jobs").glob("*/checkpoint*")]
