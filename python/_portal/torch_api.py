@@ -74,19 +74,20 @@ def inference_guard_name(ctx_dict):
     return None
 
 
-def inference_mode_is_entered(ctx_dict):
-    """Whether a ``torch.inference_mode`` object (its dict) is entered now.  Where
-    the torch deletes the guard on exit (1.13) that is its presence; where the guard
-    stays after the exit (2.x: the object does not say), it is entered when it has
-    a guard and the thread's inference mode is the one it sets (a block exited
-    inside another of the same mode is taken as entered: the restored state then
-    has one more guard of the mode already in force)."""
+def inference_mode_is_entered(ctx_dict, enabled):
+    """Whether a ``torch.inference_mode`` object (its dict) is entered, in a thread
+    whose inference mode is ``enabled`` (the capture's: the pickler runs in a thread
+    of its own, and the mode is per thread).  Where the torch deletes the guard on
+    exit (1.13) that is its presence; where the guard stays after the exit (2.x: the
+    object does not say), it is entered when it has a guard and the thread's mode is
+    the one it sets (a block exited inside another of the same mode is taken as
+    entered: the restored thread then holds one more guard of the mode in force)."""
     name = inference_guard_name(ctx_dict)
     if name is None:
         return False
     if INFERENCE_GUARD_ATTRIBUTES[name]:
         return True
-    return _torch().is_inference_mode_enabled() == bool(ctx_dict.get("mode", True))
+    return bool(enabled) == bool(ctx_dict.get("mode", True))
 
 
 # --- GradScaler --------------------------------------------------------------------

@@ -74,6 +74,10 @@ PickleBuffer = pickle.PickleBuffer
 #: for a pageable copy, and keeps each copy short.
 CUDA_CHUNK_BYTES = 64 << 20
 
+#: The inference mode of the thread that started the capture (``reducers()``): the
+#: reducers run in the pickler's own thread, whose mode is its own.
+_CAPTURING_THREAD_INFERENCE = [False]
+
 #: Inference-mode guards entered by the restore (kept alive until the program
 #: leaves the ``with torch.inference_mode()`` block, or for good when none).
 _HELD_GUARDS = []
@@ -347,7 +351,7 @@ def reduce_grad_scaler(scaler):
 
 def reduce_inference_mode(ctx):
     d = dict(ctx.__dict__)
-    entered = torch_api.inference_mode_is_entered(d)
+    entered = torch_api.inference_mode_is_entered(d, _CAPTURING_THREAD_INFERENCE[0])
     name = torch_api.inference_guard_name(d)
     for attribute in torch_api.INFERENCE_GUARD_ATTRIBUTES:
         d.pop(attribute, None)               # a guard is entered again, never pickled
@@ -361,6 +365,7 @@ def reducers():
     torch = _torch()
     if torch is None:
         return {}
+    _CAPTURING_THREAD_INFERENCE[0] = torch.is_inference_mode_enabled()
     out = {_Storage: reduce_storage, torch._C.Generator: reduce_generator}
     mode = getattr(torch.autograd.grad_mode, "inference_mode", None)
     if mode is not None:
