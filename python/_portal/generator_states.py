@@ -118,7 +118,13 @@ def state_of(obj):
         _, (it, ), (kept, passed) = obj.__reduce__()
         # past its first pass: the index of its next item in what it kept
         return ("again", it.__reduce__()[2]) if passed else ("first", len(kept))
-    return obj.__reduce__()[2]   # random.Random, numpy's Generator and RandomState: pickle's own
+    np = sys.modules.get("numpy")
+    if np is not None and isinstance(obj, np.random.Generator):
+        # its bit generator's state, which Generator.__setstate__ takes back: numpy 1.x
+        # pickles a Generator with it, numpy 2 with none (the bit generator object,
+        # an argument, carries its own: the state of now, not of the start)
+        return obj.bit_generator.state
+    return obj.__reduce__()[2]   # random.Random, numpy's RandomState: pickle's own
 
 
 def note(key, frame):
