@@ -46,8 +46,12 @@ def untyped_storage(t):
 
 
 def set_storage(t, storage, offset, size, stride, dtype):
-    """``t.set_`` onto an untyped ``storage`` viewed as ``dtype``."""
+    """``t.set_`` onto an untyped ``storage``, viewed as ``dtype`` (``t``'s own).
+    2.x sets a tensor on an UntypedStorage directly (and warns on making a
+    TypedStorage); 1.13 needs the TypedStorage of the tensor's dtype."""
     torch = _torch()
+    if hasattr(torch.Tensor, "untyped_storage"):
+        return t.set_(storage, offset, size, stride)
     typed = torch.storage.TypedStorage(wrap_storage=storage, dtype=dtype)
     return t.set_(typed, offset, size, stride)
 

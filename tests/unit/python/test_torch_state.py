@@ -189,6 +189,22 @@ def test_every_dtype_round_trips_bit_for_bit(program):
             assert raw_bytes(r) == raw_bytes(t), key
 
 
+def test_saving_and_restoring_warns_nothing(program, monkeypatch):
+    # torch 2.x deprecates TypedStorage and Tensor.storage() with a UserWarning (once
+    # per process unless told to always): a warning of Portal's would be on the
+    # program's stderr, where python prints none
+    import warnings
+    always = getattr(torch.storage, "_set_always_warn_typed_storage_removal", None)
+    if always is not None:
+        monkeypatch.setattr(torch.storage, "_always_warn_typed_storage_removal", True)
+    q = torch.quantize_per_tensor(torch.randn(4), 0.1, 3, torch.quint8)
+    state = {"t": torch.arange(12.0).view(3, 4)[1:], "q": q, "p": torch.nn.Parameter(torch.ones(2))}
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        s, _ = program.roundtrip(state)
+    assert torch.equal(s["t"], state["t"]) and torch.equal(s["q"].int_repr(), q.int_repr())
+
+
 def test_non_contiguous_zero_size_and_scalar_tensors(program):
     a = torch.arange(60, dtype=torch.float64).reshape(3, 4, 5)
     state = {"perm": a.permute(2, 0, 1), "step": a[:, ::2, 1:], "expand": torch.ones(3, 1).expand(3, 4),
