@@ -47,6 +47,13 @@ int portal_recursion_remaining(void);
 /* Levels of that recursion depth that a call through a C type's tp_call counts
  * (3.11: one, the shared counter; 3.12+: none, it counts C levels apart). */
 int portal_tp_call_levels(void);
+/* Give this thread `levels` levels of C recursion (a C function calling back into
+ * C, such as the C pickler saving a nested object) before RecursionError, for a
+ * thread started with a C stack large enough for them; returns the levels it had.
+ * 3.12+ counts C levels apart from sys.getrecursionlimit() (a fixed budget per
+ * thread); 3.11 counts them in the one counter sys.setrecursionlimit() sets, so
+ * there it does nothing and returns -1. */
+int portal_c_recursion_set(int levels);
 
 /* ---- calls no tracer sees ---------------------------------------------------- */
 

@@ -1007,6 +1007,19 @@ def _data_offset(a, root):
     return start
 
 
+def _allow_deep_c_recursion():
+    """In the pickling thread (its C stack is PICKLE_STACK_BYTES): as many levels of
+    C recursion as of Python recursion.  CPython 3.12+ counts C levels apart, in a
+    fixed budget per thread that sys.setrecursionlimit() does not raise (3.13: 10000,
+    a third of a 30000-deep linked list); 3.11 counts both in one (the native
+    layer then does nothing)."""
+    try:
+        from _portal import _frames
+    except ImportError:          # the native modules not built: the default budget
+        return
+    _frames.c_recursion_set(PICKLE_RECURSION_LIMIT)
+
+
 def _run_deep(fn, arg):
     """Run ``fn(arg)`` in a thread with a large C stack and a high recursion
     limit (the C pickler recurses once per nesting level); in this thread when
@@ -1015,6 +1028,7 @@ def _run_deep(fn, arg):
 
     def target():
         try:
+            _allow_deep_c_recursion()
             result.append(fn(arg))
         except BaseException as e:          # handed to the caller below
             error.append(e)

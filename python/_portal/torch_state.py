@@ -65,6 +65,7 @@ import sys
 import tempfile
 import weakref
 
+from _portal import torch_api
 from _portal.reducers import DeclineLoop, _Refuse
 
 PickleBuffer = pickle.PickleBuffer
@@ -72,6 +73,10 @@ PickleBuffer = pickle.PickleBuffer
 #: Largest single host<->device copy.  Bounds the staging the CUDA runtime needs
 #: for a pageable copy, and keeps each copy short.
 CUDA_CHUNK_BYTES = 64 << 20
+
+#: The inference mode of the thread that started the capture (``reducers()``): the
+#: reducers run in the pickler's own thread, whose mode is its own.
+_CAPTURING_THREAD_INFERENCE = [False]
 
 #: Inference-mode guards entered by the restore (kept alive until the program
 #: leaves the ``with torch.inference_mode()`` block, or for good when none).
@@ -111,7 +116,7 @@ def _rb_storage(buf):
     arr = np.frombuffer(buf, dtype=np.uint8)
     if not arr.flags.writeable:          # in-band bytes: torch needs writable memory
         arr = arr.copy()
-    return torch.from_numpy(arr).storage().untyped()
+    return torch_api.untyped_storage(torch.from_numpy(arr))
 
 
 def _rb_device_storage(buf, device_type, index):
@@ -130,8 +135,7 @@ def _plain(storage, dtype, offset, size, stride, quantizer=None):
         _, scales, zero_points, axis = quantizer
         t = torch._empty_per_channel_affine_quantized(
             list(size), scales=scales, zero_points=zero_points, axis=axis, dtype=dtype)
-    typed = torch.storage.TypedStorage(wrap_storage=storage, dtype=dtype)
-    return t.set_(typed, offset, size, stride)
+    return torch_api.set_storage(t, storage, offset, size, stride, dtype)
 
 
 def _rb_tensor(cls, storage, dtype, offset, size, stride, requires_grad, quantizer,
@@ -213,12 +217,12 @@ def _set_dict(obj, d):
 
 
 def _set_inference_mode(obj, d):
-    import torch
     d = dict(d)
     entered = d.pop("_portal_entered", False)
     obj.__dict__.update(d)
-    if entered:
-        obj._inference_mode_raii_guard = torch._C._InferenceMode(obj.mode)
+    if entered:          # the attribute name this torch's inference_mode uses
+        setattr(obj, entered if isinstance(entered, str) else "_inference_mode_raii_guard",
+                torch_api.enter_inference_mode(obj.mode))
 
 
 # ---------------------------------------------------------------------------
@@ -267,7 +271,7 @@ def reduce_tensor(t):
     if t.device.type not in ("cpu", "cuda"):
         _refuse(f"tensors on {t.device.type} devices are not supported (cpu and cuda are)")
     quantizer = _quantizer(t) if t.is_quantized else None
-    storage = t.storage().untyped()
+    storage = torch_api.untyped_storage(t)
     key = storage._cdata
     wrapper = _storages.get(key)
     if wrapper is None:
@@ -338,17 +342,20 @@ def reduce_optimizer(opt):
 def reduce_grad_scaler(scaler):
     """As at the start of an iteration: the iteration that failed runs again, so
     what it did to the per-optimizer stages (unscaled, stepped) is forgotten."""
-    from torch.cuda.amp.grad_scaler import _refresh_per_optimizer_state
     d = dict(scaler.__dict__)
     if "_per_optimizer_states" in d:         # only an enabled scaler has them
-        d["_per_optimizer_states"] = collections.defaultdict(_refresh_per_optimizer_state)
+        d["_per_optimizer_states"] = collections.defaultdict(
+            torch_api.refresh_per_optimizer_state())
     return (_rb_object, (type(scaler),), d, None, None, _set_dict)
 
 
 def reduce_inference_mode(ctx):
     d = dict(ctx.__dict__)
-    entered = d.pop("_inference_mode_raii_guard", None) is not None
-    d["_portal_entered"] = entered
+    entered = torch_api.inference_mode_is_entered(d, _CAPTURING_THREAD_INFERENCE[0])
+    name = torch_api.inference_guard_name(d)
+    for attribute in torch_api.INFERENCE_GUARD_ATTRIBUTES:
+        d.pop(attribute, None)               # a guard is entered again, never pickled
+    d["_portal_entered"] = name if entered else False
     return (_rb_object, (type(ctx),), d, None, None, _set_inference_mode)
 
 
@@ -358,6 +365,7 @@ def reducers():
     torch = _torch()
     if torch is None:
         return {}
+    _CAPTURING_THREAD_INFERENCE[0] = torch.is_inference_mode_enabled()
     out = {_Storage: reduce_storage, torch._C.Generator: reduce_generator}
     mode = getattr(torch.autograd.grad_mode, "inference_mode", None)
     if mode is not None:
@@ -370,9 +378,8 @@ def subclass_reducers():
     if torch is None:
         return {}
     out = {torch.Tensor: reduce_tensor, torch.optim.Optimizer: reduce_optimizer}
-    amp = sys.modules.get("torch.cuda.amp.grad_scaler")
-    if amp is not None:
-        out[amp.GradScaler] = reduce_grad_scaler
+    for cls in torch_api.grad_scaler_classes():
+        out[cls] = reduce_grad_scaler
     return out
 
 
@@ -395,9 +402,7 @@ def capture_process():
         "matmul_precision": torch.get_float32_matmul_precision(),
         "cudnn": (torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark,
                   torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32),
-        "autocast": (torch.is_autocast_enabled(), torch.get_autocast_gpu_dtype(),
-                     torch.is_autocast_cpu_enabled(), torch.get_autocast_cpu_dtype(),
-                     torch.is_autocast_cache_enabled()),
+        "autocast": torch_api.autocast_state(),
         "cuda_rng": None,
     }
     if torch.cuda.is_initialized():     # never initialise CUDA just to save it
@@ -411,7 +416,7 @@ def restore_process(s):
     torch.set_grad_enabled(s["grad"])
     if s["inference"] and not torch.is_inference_mode_enabled():
         # no entered inference_mode object was restored: hold a guard for good
-        _HELD_GUARDS.append(torch._C._InferenceMode(True))
+        _HELD_GUARDS.append(torch_api.enter_inference_mode(True))
     torch.set_default_dtype(s["dtype"])
     if torch.get_num_threads() != s["threads"]:
         torch.set_num_threads(s["threads"])
@@ -421,12 +426,7 @@ def restore_process(s):
     torch.set_float32_matmul_precision(s["matmul_precision"])  # also CUDA's allow_tf32
     (torch.backends.cudnn.enabled, torch.backends.cudnn.benchmark,
      torch.backends.cudnn.deterministic, torch.backends.cudnn.allow_tf32) = s["cudnn"]
-    gpu_on, gpu_dtype, cpu_on, cpu_dtype, cache = s["autocast"]
-    torch.set_autocast_enabled(gpu_on)
-    torch.set_autocast_gpu_dtype(gpu_dtype)
-    torch.set_autocast_cpu_enabled(cpu_on)
-    torch.set_autocast_cpu_dtype(cpu_dtype)
-    torch.set_autocast_cache_enabled(cache)
+    torch_api.set_autocast_state(s["autocast"])
     if s["cuda_rng"] is not None and torch.cuda.is_available():
         for index, state in enumerate(s["cuda_rng"]):
             target = _map_device(index)
@@ -497,7 +497,7 @@ def _device_storage_from_host(buf, device_type, index, chunk_bytes=None):
     host = torch.empty(0, dtype=torch.uint8).set_(src)
     dst = torch.empty(len(host), dtype=torch.uint8, device=device)
     copy_in_chunks(host, dst, chunk_bytes)
-    return dst.storage().untyped()
+    return torch_api.untyped_storage(dst)
 
 
 def parse_device_map(text):

@@ -77,6 +77,12 @@ int portal_tp_call_levels(void)
     return TP_CALL_RECURSION_LEVELS;
 }
 
+int portal_c_recursion_set(int levels)
+{
+    (void)levels;   /* 3.11: C calls count in tstate->recursion_remaining */
+    return -1;
+}
+
 /* ---- calls no tracer sees ---------------------------------------------------- */
 
 /* 3.11: call_trace() and the profile hooks do nothing while tstate->tracing is

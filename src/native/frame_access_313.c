@@ -84,6 +84,14 @@ int portal_tp_call_levels(void)
     return TP_CALL_RECURSION_LEVELS;
 }
 
+int portal_c_recursion_set(int levels)
+{
+    PyThreadState *tstate = PyThreadState_Get(); /* borrowed */
+    int had = tstate->c_recursion_remaining;
+    tstate->c_recursion_remaining = levels;
+    return had;
+}
+
 /* ---- calls no tracer sees ---------------------------------------------------- */
 
 /* 3.13: the sys.monitoring callbacks behind sys.settrace/sys.setprofile (and any

@@ -29,6 +29,8 @@
 #include <frameobject.h>
 #include <structmember.h>
 
+#include <limits.h>
+
 #include "portal/frame_access.h"
 #include "fake_oom.h"
 
@@ -374,6 +376,20 @@ static PyObject *frames_eval_hook_installed(PyObject *self, PyObject *unused)
     return PyBool_FromLong(portal_eval_hook_active());
 }
 
+static PyObject *frames_c_recursion_set(PyObject *self, PyObject *arg)
+{
+    (void)self;
+    long levels = PyLong_AsLong(arg);
+    if (levels == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (levels < 0 || levels > INT_MAX) {
+        PyErr_SetString(PyExc_ValueError, "c_recursion_set: levels must be in 0..INT_MAX");
+        return NULL;
+    }
+    return PyLong_FromLong(portal_c_recursion_set((int)levels));
+}
+
 static PyMethodDef frames_methods[] = {
     {"eval_hook_installed", frames_eval_hook_installed, METH_NOARGS,
      "True while a frame-evaluation function is installed (none after a restore is done)"},
@@ -388,6 +404,8 @@ static PyMethodDef frames_methods[] = {
     {"fake_oom_configure", portal_fake_oom_configure, METH_VARARGS,
      "fake_oom_configure(counts, targets, factory): arm PORTAL_FAKE_OOM"},
     {"fake_oom_tick", portal_fake_oom_tick, METH_O, "fake_oom_tick(i): a hit of spec i"},
+    {"c_recursion_set", frames_c_recursion_set, METH_O,
+     "c_recursion_set(levels) -> levels this thread had (-1 where C levels share the recursion limit)"},
     {NULL, NULL, 0, NULL},
 };
 

@@ -79,10 +79,17 @@ class World:
         sys.modules["__main__"] = self._saved_modules["__main__"]
 
     def cleanup(self):
+        # The program's own modules go; a library's imported meanwhile stay (torch
+        # 2.x imports torch._dynamo lazily, registering C++ operator libraries once
+        # per process: a second import of a forgotten one fails).
         for key in list(sys.modules):
-            if key not in self._saved_modules:
+            if key not in self._saved_modules and (key in self.modules or self._ours(sys.modules[key])):
                 del sys.modules[key]
         sys.modules.update(self._saved_modules)
+
+    def _ours(self, module):
+        path = getattr(module, "__file__", None) or ""
+        return str(path).startswith(str(self.dir) + os.sep)
 
 
 @pytest.fixture
