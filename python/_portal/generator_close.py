@@ -19,6 +19,7 @@ close() always throws (no mark): nothing is changed there.
 """
 from _portal import reraise   # its reading of the instrumenter's handlers, shared
 from _portal.bytecode.tables import T
+from _portal.codetree import rewrite_tree
 
 _DEPTH1 = T.RESUME_DEPTH1
 _RESUME = T.OPMAP["RESUME"]
@@ -82,9 +83,4 @@ def keep_close(code, rescue_name):
     changes the handlers' shape)."""
     if _DEPTH1 is None:
         return code
-    consts = code.co_consts
-    new_consts = tuple(keep_close(c, rescue_name) if isinstance(c, type(code)) else c
-                       for c in consts)
-    if any(a is not b for a, b in zip(consts, new_consts)):
-        code = code.replace(co_consts=new_consts)
-    return _mark(code, rescue_name)
+    return rewrite_tree(code, lambda c: _mark(c, rescue_name))

@@ -38,6 +38,7 @@ the tracebacks, the 'line' and 'exception' events are untouched.  A handler of a
 other shape is left as compiled.
 """
 from _portal.bytecode.tables import T
+from _portal.codetree import rewrite_tree
 
 _OP = T.OPMAP
 _CACHES = T.CACHES
@@ -275,9 +276,4 @@ def _patch_code(code, rescue_name):
 def keep_lines(code, rescue_name):
     """`code` (and the code objects in its constants, recursively) with every
     instrumenter's loop handler re-raising from the original instruction."""
-    consts = code.co_consts
-    new_consts = tuple(keep_lines(c, rescue_name) if isinstance(c, type(code)) else c
-                       for c in consts)
-    if any(a is not b for a, b in zip(consts, new_consts)):
-        code = code.replace(co_consts=new_consts)
-    return _patch_code(code, rescue_name)
+    return rewrite_tree(code, lambda c: _patch_code(c, rescue_name))

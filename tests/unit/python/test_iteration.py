@@ -236,7 +236,7 @@ def test_a_rebound_target_is_saved_as_the_iteration_started(installed):
 
 def test_the_programs_own_generators_are_saved_as_the_iteration_started(installed):
     import pickle
-    from _portal import generator_states, plugins
+    from _portal import generator_states
     torch = pytest.importorskip("torch")
 
     class Augment:
@@ -255,42 +255,22 @@ def test_the_programs_own_generators_are_saved_as_the_iteration_started(installe
     marks = iteration.at_start(sys._getframe().f_code, 1)
     first = augment.draw()
     iteration.roll_back(ProcessState(argv=[], orig_argv=[], cwd="/", environ={}, path=[]), marks)
-    exact, inherited = plugins.reducers()
-
-    class Pickler(pickle.Pickler):
-        def reducer_override(self, obj):
-            reduce = exact.get(type(obj)) or next((inherited[k] for k in type(obj).__mro__ if k in inherited), None)
-            return reduce(obj) if reduce is not None else NotImplemented
-
-    import io
-    buffer = io.BytesIO()
-    Pickler(buffer, protocol=5).dump((augment.np_rng, augment.legacy, augment.gen, augment.rnd))
     copy = Augment.__new__(Augment)
-    copy.np_rng, copy.legacy, copy.gen, copy.rnd = pickle.loads(buffer.getvalue())
+    copy.np_rng, copy.legacy, copy.gen, copy.rnd = pickle.loads(
+        pickled_as_saved((augment.np_rng, augment.legacy, augment.gen, augment.rnd)))
     assert copy.draw() == first                          # the failed iteration's draws again
     assert augment.draw() != first                       # the program's own objects untouched
     assert generator_states.find(sys._getframe())         # found from this frame's locals
 
 
 def test_a_bit_generator_the_program_holds_is_saved_as_the_iteration_started(installed):
-    import io
     import pickle
-    from _portal import plugins
     bits = np.random.PCG64(5)          # numpy 2 keeps a Generator's state in its bit generator
     iteration.iteration_start(1)
     marks = iteration.at_start(sys._getframe().f_code, 1)
     first = bits.random_raw(3).tolist()
     iteration.roll_back(ProcessState(argv=[], orig_argv=[], cwd="/", environ={}, path=[]), marks)
-    exact, inherited = plugins.reducers()
-
-    class Pickler(pickle.Pickler):
-        def reducer_override(self, obj):
-            reduce = exact.get(type(obj)) or next((inherited[k] for k in type(obj).__mro__ if k in inherited), None)
-            return reduce(obj) if reduce is not None else NotImplemented
-
-    buffer = io.BytesIO()
-    Pickler(buffer, protocol=5).dump(bits)
-    assert pickle.loads(buffer.getvalue()).random_raw(3).tolist() == first
+    assert pickle.loads(pickled_as_saved(bits)).random_raw(3).tolist() == first
     assert bits.random_raw(3).tolist() != first          # the program's own one untouched
 
 
@@ -319,3 +299,20 @@ def test_the_search_leaves_a_locals_dict_the_program_holds_as_it_was():
     freed, held, before = _search_from_here(hold_locals=True)
     assert not freed and isinstance(held["obj"], _Weakable) and held["hold_locals"] is True
     assert held == before       # not filled again with the variables bound since
+
+
+def pickled_as_saved(obj):
+    """`obj` pickled with the plug-ins' reducers, as the capture pickles it."""
+    import io
+    import pickle
+    from _portal import plugins
+    exact, inherited = plugins.reducers()
+
+    class Pickler(pickle.Pickler):
+        def reducer_override(self, obj):
+            reduce = exact.get(type(obj)) or next((inherited[k] for k in type(obj).__mro__ if k in inherited), None)
+            return reduce(obj) if reduce is not None else NotImplemented
+
+    buffer = io.BytesIO()
+    Pickler(buffer, protocol=5).dump(obj)
+    return buffer.getvalue()
