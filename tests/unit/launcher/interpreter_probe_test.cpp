@@ -40,18 +40,18 @@ void write_executable(const fs::path& p, const std::string& text) {
 TEST(InterpreterProbe, TheBuildsInterpreterSaysWhatItIs) {
     const Interpreter python = probe_interpreter({PORTAL_TEST_PYTHON, InterpreterSource::PortalPython}, std::nullopt);
     EXPECT_EQ(python.implementation, "cpython");
-    EXPECT_EQ(major_minor(python.version), "3.11");
+    EXPECT_EQ(major_minor(python.version), PORTAL_TEST_PYTHON_VERSION);
     EXPECT_EQ(python.path, PORTAL_TEST_PYTHON);  // a binary runs by the path chosen
     EXPECT_EQ(python.executable, PORTAL_TEST_PYTHON);
     EXPECT_EQ(python.real_path, fs::canonical(PORTAL_TEST_PYTHON).string());
-    EXPECT_EQ(python.ext_suffix.rfind(".cpython-311", 0), 0u) << python.ext_suffix;
+    EXPECT_EQ(python.ext_suffix.rfind(std::string(".") + PORTAL_TEST_PYTHON_TAG, 0), 0u) << python.ext_suffix;
     EXPECT_EQ(python.prefix, python.base_prefix);
     EXPECT_EQ(python.build.find('\n'), std::string::npos);
     EXPECT_EQ(python.build.rfind(python.version, 0), 0u) << python.build;
     EXPECT_EQ(python.fingerprint, file_fingerprint(python.real_path));
     EXPECT_NE(python.fingerprint.find("inode "), std::string::npos);
     EXPECT_EQ(python.source, "PORTAL_PYTHON");
-    EXPECT_EQ(python.pyc_magic, "a70d");  // 3.11's 3495, as importlib.util.MAGIC_NUMBER starts
+    EXPECT_EQ(python.pyc_magic, PORTAL_TEST_PYC_MAGIC);  // 3.11's "a70d" (3495), as importlib.util.MAGIC_NUMBER starts
 }
 
 TEST(InterpreterProbe, AShimRunsTheInterpreterItResolvesTo) {
