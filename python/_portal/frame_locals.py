@@ -23,7 +23,7 @@ own namespace, and reading it changes nothing (only copied here).
 import types
 
 from _portal import _frames
-from _portal.bytecode.liveness import slot_names
+from _portal.bytecode.slots import slot_names
 
 CO_OPTIMIZED = 0x1      # inspect.CO_OPTIMIZED: a function's frame (fast locals)
 _UNBOUND = object()     # an empty slot (C NULL): a local not bound now

@@ -179,3 +179,45 @@ def test_portal_run_subcommand_own_options(portal_cli):
     out, err, rc = run([portal_cli, "run", "--no-such-option", "x.py"])
     assert (rc, out) == (2, b"")
     assert err.startswith(b"portal: ") and b"--no-such-option" in err, err
+
+
+# --- what start-up imports --------------------------------------------------------------
+
+# Modules a program that raises nothing must never pay for at start-up: the bytecode
+# analysis, the capture and the pickler are imported when an error is rescued, and
+# `ast` only when a script is instrumented (not when its cached code is used).  Each
+# of them costs milliseconds (bytecode.liveness alone ~20 ms: start-up went from
+# +24 ms to +45 ms over python when frame_locals.py imported it).
+LAZY_MODULES = ("ast", "typing", "dataclasses", "pickle", "inspect",
+                "_portal.bytecode.liveness", "_portal.bytecode.decode",
+                "_portal.bytecode.resume_points", "_portal.bytecode.stack",
+                "_portal.bytecode.carried", "_portal.capture", "_portal.suspend",
+                "_portal.codemap", "_portal.instrument")
+
+def imported(stderr: bytes) -> set:
+    """The modules a process imported, from PYTHONPROFILEIMPORTTIME's lines on its
+    stderr (the program's sys.modules cannot tell: Portal takes its own modules
+    out of it before the program runs)."""
+    names = set()
+    for line in stderr.decode().splitlines():
+        if line.startswith("import time:") and "|" in line:
+            name = line.rsplit("|", 1)[1].strip()
+            if name != "imported package":
+                names.add(name)
+    return names
+
+
+def test_start_up_imports_nothing_a_quiet_run_does_not_need(portal_run, tmp_path):
+    script = tmp_path / "hello.py"
+    script.write_text("print('hello')\n")
+    env = base_env({"PORTAL_HOME": str(tmp_path / "home"), "PYTHONPROFILEIMPORTTIME": "1"})
+    python = subprocess.run([PYTHON, str(script)], env=env, capture_output=True,
+                            timeout=RUN_TIMEOUT, check=True)
+    for attempt in ("instruments and caches the script", "uses the cached code"):
+        proc = subprocess.run([portal_run, str(script)], env=env, capture_output=True,
+                              timeout=RUN_TIMEOUT)
+        assert proc.returncode == 0 and proc.stdout == b"hello\n", proc.stderr.decode()
+    extra = imported(proc.stderr) - imported(python.stderr)
+    assert "_portal.runtime" in extra, "no import of Portal's runtime seen: not run by it?"
+    paid = sorted(extra & set(LAZY_MODULES))
+    assert not paid, f"start-up with the cached code imported {paid}"

@@ -5,6 +5,7 @@ object's bytecode, for each CPython version Portal runs on.
   model.py          errors and records (Instr, ExceptionEntry, LoopSite, ...)
   decode.py         instructions, caches, jumps, the exception table, the CFG
   stack.py          static stack depths and what each slot holds
+  slots.py          the names of the fast-local slots (no imports: start-up needs it)
   liveness.py       which fast locals can still be read from an offset
   resume_points.py  loop sites, caller call sites, with sites
 

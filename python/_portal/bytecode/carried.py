@@ -33,7 +33,7 @@ import types
 from typing import Callable, List, Optional, Set, Tuple
 
 from _portal.bytecode.decode import CODE_UNIT, info as _info
-from _portal.bytecode.liveness import slot_names
+from _portal.bytecode.slots import slot_names
 from _portal.bytecode.model import LoopSite
 from _portal.bytecode.resume_points import in_body
 from _portal.bytecode.tables import T

@@ -13,6 +13,7 @@ from typing import List, Optional, Set, Tuple
 from _portal.bytecode import resume_points
 from _portal.bytecode.decode import Info, info as _info
 from _portal.bytecode.model import Instr
+from _portal.bytecode.slots import slot_names
 from _portal.bytecode.tables import T
 
 # Names whose use may read a frame's locals behind the bytecode's back. Their
@@ -49,20 +50,6 @@ def _may_introspect(info: Info) -> bool:
         if name in wanted:
             return True
     return False
-
-
-def slot_names(code: types.CodeType) -> List[str]:
-    """The names of the fast-local slots (localsplus) in slot order: locals, then
-    cells that are not arguments, then free variables (an argument that is a cell
-    has one slot)."""
-    nlocalsplus = code.co_nlocals + len(code.co_cellvars) + len(code.co_freevars)
-    names = []
-    for i in range(nlocalsplus):
-        try:
-            names.append(code._varname_from_oparg(i))
-        except (AttributeError, IndexError, ValueError):
-            break
-    return names
 
 
 class Live:
