@@ -133,8 +133,8 @@ std::optional<std::uint64_t> memory_cap(std::optional<std::uint64_t> requested, 
         return std::nullopt;
     }
     const std::uint64_t cap = cap_for(memory);
-    log::debug("memory tripwire", "data limit " + format_size(cap) + " (" + std::to_string(cap) +
-                                      " bytes) for " + format_size(memory) +
+    log::debug("memory tripwire", "cap " + format_size(cap) + " (" + std::to_string(cap) +
+                                      " bytes) of resident memory for " + format_size(memory) +
                                       (requested ? " (--mem)" : " (this machine)"));
     return cap;
 }

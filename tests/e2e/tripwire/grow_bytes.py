@@ -1,5 +1,5 @@
 # Iteration i makes a list of i bytes objects of STEP MiB each (see grow_numpy.py for
-# the shape): bytes(n) comes from calloc, untouched zero pages.
+# the shape): b"\x01" * n is allocated and written at once, every page used.
 import sys
 
 MiB = 1 << 20
@@ -7,7 +7,7 @@ step = int(sys.argv[1]) if len(sys.argv) > 1 else 512
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 6
 total = 0
 for i in range(1, rounds + 1):
-    parts = [bytes(step * MiB) for _ in range(i)]
+    parts = [b"\x01" * (step * MiB) for _ in range(i)]
     total += sum(len(p) // MiB + i for p in parts)
     print(f"round {i}: {len(parts) * step} MiB, total {total}", flush=True)
     del parts
