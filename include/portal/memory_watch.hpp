@@ -68,13 +68,21 @@ struct Usage {
 };
 std::optional<Usage> parse_statm(const std::string& text, std::uint64_t page_size);
 
-// What one look decides, given whether the limit was lowered before.
+// What one look decides.  `before` is the previous look's usage and `limit` the
+// limit it set (`lowered` whether it was bounded by the head-room).  While
+// lowered, the limit is set once to the data size plus the head-room (cap -
+// resident), then comes down only by what resident memory grew beyond new data
+// (pages of older reservations written), so that address space freed without
+// resident memory falling (an untouched reservation let go: the rescue's reserve,
+// rescue.py) stays the program's room, and one made and freed between two looks
+// changes nothing.
 struct Decision {
     bool lowered = false;     // bounded by the head-room (from kHighWater to kLowWater)
     std::uint64_t limit = 0;  // the RLIMIT_DATA the program should have now
     bool over = false;        // past the cap: ask for a suspension
 };
-Decision decide(const Usage& usage, std::uint64_t cap, std::uint64_t ceiling, bool lowered);
+Decision decide(const Usage& usage, std::uint64_t cap, std::uint64_t ceiling, bool lowered,
+                const Usage& before = {}, std::uint64_t limit = 0);
 
 // --- the thread ---------------------------------------------------------------------
 

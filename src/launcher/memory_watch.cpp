@@ -61,14 +61,33 @@ std::optional<Usage> parse_statm(const std::string& text, std::uint64_t page) {
     return Usage{(resident - shared) * page, field[kStatmData] * page};
 }
 
-Decision decide(const Usage& usage, std::uint64_t cap, std::uint64_t ceiling, bool lowered) {
+Decision decide(const Usage& usage, std::uint64_t cap, std::uint64_t ceiling, bool lowered,
+                const Usage& before, std::uint64_t limit) {
     const auto high = static_cast<std::uint64_t>(static_cast<double>(cap) * kHighWater);
     const auto low = static_cast<std::uint64_t>(static_cast<double>(cap) * kLowWater);
     Decision d;
     d.lowered = lowered ? usage.resident >= low : usage.resident >= high;
-    const std::uint64_t headroom = cap > usage.resident ? cap - usage.resident : 0;
-    d.limit = d.lowered ? std::min(ceiling, usage.data + headroom) : ceiling;
     d.over = usage.resident > cap;
+    if (!d.lowered) {
+        d.limit = ceiling;
+        return d;
+    }
+    const std::uint64_t headroom = cap > usage.resident ? cap - usage.resident : 0;
+    const std::uint64_t target = usage.data + headroom;
+    if (lowered) {
+        // Resident growth not matched by new data: pages of older reservations
+        // written now, which take room the limit must give back.
+        const std::uint64_t grown = usage.resident > before.resident ? usage.resident - before.resident : 0;
+        const std::uint64_t added = usage.data > before.data ? usage.data - before.data : 0;
+        const std::uint64_t taken = grown > added ? grown - added : 0;
+        // Nothing else moves it: data that comes and goes (an untouched buffer
+        // made and let go between two looks) must not ratchet the room up.  A
+        // reservation written only after a look counts twice (its data, then its
+        // pages): the head-room errs small, never past the cap.
+        d.limit = std::min(ceiling, limit > taken ? limit - taken : 0);
+    } else {
+        d.limit = std::min(ceiling, target);
+    }
     return d;
 }
 
@@ -107,6 +126,7 @@ void MemoryWatch::run() {
     bool lowered = false;
     bool requested = false;
     std::uint64_t limit = ceiling_;
+    Usage before;
     char buf[kStatmBytes];
     while (!stop_.load()) {
         // pread at 0 makes /proc regenerate the file: one open for the whole run.
@@ -115,7 +135,8 @@ void MemoryWatch::run() {
         buf[n] = '\0';
         const auto usage = parse_statm(buf, page);
         if (!usage || usage->data == 0) break;  // a zombie has no memory left to watch
-        const Decision d = decide(*usage, cap_, ceiling_, lowered);
+        const Decision d = decide(*usage, cap_, ceiling_, lowered, before, limit);
+        before = *usage;
         const std::uint64_t moved = d.limit > limit ? d.limit - limit : limit - d.limit;
         if (d.lowered != lowered || moved >= kLimitStep) {
             if (set_soft_limit(pid_, d.limit)) limit = d.limit;

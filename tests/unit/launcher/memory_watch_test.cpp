@@ -72,9 +72,44 @@ TEST(Decide, Hysteresis) {
 }
 
 TEST(Decide, PastTheCapNoHeadroomAndARequest) {
-    const Decision d = decide({2 * GiB, 3 * GiB}, 1 * GiB, 30 * GiB, true);
+    const Decision d = decide({2 * GiB, 3 * GiB}, 1 * GiB, 30 * GiB, false);
     EXPECT_TRUE(d.over);
     EXPECT_EQ(d.limit, 3 * GiB);  // no allocation more
+}
+
+TEST(Decide, AddressSpaceFreedUntouchedStaysTheProgramsRoom) {
+    const std::uint64_t cap = 1 * GiB;
+    const Usage held{900 * MiB, 4 * GiB};
+    const Decision first = decide(held, cap, 30 * GiB, false);
+    ASSERT_TRUE(first.lowered);
+    EXPECT_EQ(first.limit, 4 * GiB + 124 * MiB);
+    // The rescue lets its 32 MiB reserve of zero pages go: data falls, resident not.
+    const Decision freed = decide({900 * MiB, 4 * GiB - 32 * MiB}, cap, 30 * GiB, true, held, first.limit);
+    EXPECT_EQ(freed.limit, first.limit);  // 124 + 32 MiB of room now, not 124
+}
+
+TEST(Decide, WrittenPagesOfOldReservationsTakeRoom) {
+    const std::uint64_t cap = 1 * GiB;
+    const Usage held{800 * MiB, 4 * GiB};
+    const Decision first = decide(held, cap, 30 * GiB, false);
+    // 100 MiB more written, no new allocation: the limit comes down by as much.
+    const Decision written = decide({900 * MiB, 4 * GiB}, cap, 30 * GiB, true, held, first.limit);
+    EXPECT_EQ(written.limit, first.limit - 100 * MiB);
+    // A new allocation written at once: its data takes the room, the limit stays.
+    const Decision grown = decide({1000 * MiB, 4 * GiB + 100 * MiB}, cap, 30 * GiB, true, {900 * MiB, 4 * GiB},
+                                  written.limit);
+    EXPECT_EQ(grown.limit, written.limit);
+}
+
+TEST(Decide, AnUntouchedBufferMadeAndFreedChangesNothing) {
+    const std::uint64_t cap = 1 * GiB;
+    const Usage held{800 * MiB, 4 * GiB};
+    const Decision first = decide(held, cap, 30 * GiB, false);
+    const Usage with_buffer{800 * MiB, 4 * GiB + 16 * MiB};
+    const Decision made = decide(with_buffer, cap, 30 * GiB, true, held, first.limit);
+    EXPECT_EQ(made.limit, first.limit);  // its data takes 16 MiB of room
+    const Decision freed = decide(held, cap, 30 * GiB, true, with_buffer, made.limit);
+    EXPECT_EQ(freed.limit, first.limit);  // and gives it back, no more
 }
 
 TEST(Decide, NeverAboveTheCeiling) {
