@@ -108,6 +108,13 @@ def _on_signal(signo, frame):
 
 
 def _on_memory(signo, frame):
+    # Past the cap the watcher lets the program allocate nothing more: the
+    # rescue's reserve (rescue.py) gives the request its room (its frames'
+    # loops found, codemap imported).
+    runtime = _runtime[0]
+    rescue = runtime.portal_modules.get("_portal.rescue") if runtime is not None else None
+    if rescue is not None:
+        rescue.release_reserve()
     request(MEMORY, frame)
 
 

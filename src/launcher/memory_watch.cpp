@@ -84,7 +84,10 @@ Decision decide(const Usage& usage, std::uint64_t cap, std::uint64_t ceiling, bo
         // made and let go between two looks) must not ratchet the room up.  A
         // reservation written only after a look counts twice (its data, then its
         // pages): the head-room errs small, never past the cap.
-        d.limit = std::min(ceiling, limit > taken ? limit - taken : 0);
+        // Never below the data size it already has (then no allocation more), nor
+        // down to it from above by a fall in data alone.
+        const std::uint64_t kept = limit > taken ? limit - taken : 0;
+        d.limit = std::min(ceiling, std::max(kept, std::min(limit, usage.data)));
     } else {
         d.limit = std::min(ceiling, target);
     }

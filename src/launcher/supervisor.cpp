@@ -24,6 +24,7 @@
 #include "portal/memory_watch.hpp"
 #include "portal/preempt.hpp"
 #include "portal/size.hpp"
+#include "portal/tripwire.hpp"
 
 namespace portal {
 
@@ -155,8 +156,16 @@ std::uint64_t starting_data_limit(std::uint64_t cap) {
                      ceiling});
 }
 
+// The program's RLIMIT_DATA under an address-space cap: the cap, or a lower one
+// the user already set (ulimit -d).
+std::uint64_t capped_data_limit(std::uint64_t cap) {
+    struct rlimit limit {};
+    getrlimit(RLIMIT_DATA, &limit);
+    return std::min({static_cast<std::uint64_t>(limit.rlim_cur), static_cast<std::uint64_t>(limit.rlim_max), cap});
+}
+
 [[noreturn]] void exec_child(const std::vector<std::string>& argv, const sigset_t& old_mask,
-                             std::optional<std::uint64_t> data_limit, std::uint64_t start_limit, OutputTee* tee, pid_t supervisor,
+                             std::optional<std::uint64_t> data_limit, std::uint64_t start_limit, bool watched, OutputTee* tee, pid_t supervisor,
                              int job_lock_fd) {
     die_with(supervisor);
     if (job_lock_fd >= 0) {
@@ -186,7 +195,7 @@ std::uint64_t starting_data_limit(std::uint64_t cap) {
     // The memory tripwire's request (memory_watch.hpp), taken by the bootstrap
     // (safepoint.py), which removes both variables before the program starts;
     // another interpreter (preemption off) is not told of it.
-    if (data_limit && preempt::settings().enabled) {
+    if (watched && preempt::settings().enabled) {
         setenv(tripwire::kMemorySignalVariable, std::to_string(tripwire::memory_signal()).c_str(), 1);
         setenv(tripwire::kMemoryCapVariable, std::to_string(*data_limit).c_str(), 1);
     } else {
@@ -311,8 +320,10 @@ int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t>
     sigset_t old_mask;
     sigprocmask(SIG_BLOCK, &held, &old_mask);
     const pid_t supervisor = getpid();
-    const std::uint64_t start_limit = data_limit ? starting_data_limit(*data_limit) : 0;
-    if (data_limit) {
+    const bool watched = data_limit && tripwire::cap_kind() == tripwire::CapKind::kResident;
+    const std::uint64_t start_limit =
+        !data_limit ? 0 : watched ? starting_data_limit(*data_limit) : capped_data_limit(*data_limit);
+    if (watched) {
         log::debug("memory tripwire", "address-space limit " + format_size(start_limit) + " (" +
                                           std::to_string(start_limit) +
                                           " bytes) until resident memory nears the cap");
@@ -323,12 +334,12 @@ int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t>
         return 1;
     }
     if (pid == 0) {
-        exec_child(argv, old_mask, data_limit, start_limit, tee, supervisor, job_lock_fd);
+        exec_child(argv, old_mask, data_limit, start_limit, watched, tee, supervisor, job_lock_fd);
     }
     g_child.store(pid);
     // Until the child is reaped (the end of this function).
     std::unique_ptr<tripwire::MemoryWatch> watch;
-    if (data_limit) watch = std::make_unique<tripwire::MemoryWatch>(pid, *data_limit, start_limit);
+    if (watched) watch = std::make_unique<tripwire::MemoryWatch>(pid, *data_limit, start_limit);
     sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     if (started) {
         started(pid);

@@ -106,9 +106,9 @@ def test_a_writer_out_of_memory_twice_ends_the_job_as_python_would(corpus, porta
     python = run([PYTHON, "many_records.py"], corpus, data_limit=CAP_512M)
     assert python.returncode == 1, python.stderr.decode()
     assert python.stderr.startswith(b"Traceback (most recent call last):\n")
-    # The caret line is the interpreter's: 3.11 draws one under `bytes(64 << 20)`; 3.13
+    # The caret line is the interpreter's: 3.11 draws one under `bytes(16 << 20)`; 3.13
     # leaves it out where the call is the whole right-hand side of an assignment.
-    assert re.search(rb"\n    scratch = bytes\(64 << 20\)\n(              \^{15}\n)?MemoryError\n\Z",
+    assert re.search(rb"\n    scratch = bytes\(16 << 20\)\n(              \^{15}\n)?MemoryError\n\Z",
                      python.stderr), python.stderr
 
     capped = run([portal_run, "--mem", "512M", "many_records.py"], corpus, home_of(corpus))

@@ -1,15 +1,20 @@
-"""The memory tripwire, end to end: under `portal-run --mem SIZE` the memory the
-interpreter really uses - its resident memory - is capped (docs/architecture.md "The
-memory tripwire"): a watcher thread of the supervisor bounds the program's address
-space by the head-room left once resident memory nears the cap, so a program whose
-memory grows runs out inside Python - a MemoryError, or torch's "can't allocate
-memory" RuntimeError - and is suspended (exit 75) instead of being killed; past the
-cap within one allocation it is suspended at its next iteration's start.  `portal
-resume JOB --mem 8G` then finishes it, with python's output.  Memory never touched
-(np.zeros, bytes(n)) is not counted: such a program runs as under python.
+"""The memory tripwire, end to end: under `portal-run --mem SIZE` the interpreter's
+data segment is capped (RLIMIT_DATA, docs/architecture.md "The memory tripwire"), so
+a program whose memory grows runs out inside Python - a MemoryError, or torch's
+"can't allocate memory" RuntimeError - and is suspended (exit 75) instead of being
+killed; `portal resume JOB --mem 8G` then finishes it, with python's output.
 
-The growing programs (tripwire/grow_*.py) write every page they allocate: a round
-really uses its memory (at most 3 GiB, the python run's last round).
+The programs (tripwire/) allocate lazily mapped zero pages, which the cap counts
+and the machine barely does: a 3 GiB round costs no 3 GiB of RAM.
+
+PORTAL_MEMORY_TRIPWIRE=resident (issue 14 item 2, include/portal/memory_watch.hpp)
+caps the memory the program really uses instead: it starts with an address-space
+limit above the machine, and a watcher thread of the supervisor bounds it by the
+head-room left once resident memory nears the cap (the allocation that would pass
+the cap fails inside Python, as above), or, past the cap within one allocation,
+asks for a suspension at the next iteration's start (reason `memory`).  Its tests
+(the `resident` ones below) write the memory they count: a grow_*.py round of
+python's own run really uses up to 3 GiB.
 """
 import json
 import os
@@ -28,13 +33,12 @@ GiB = 1 << 30
 MiB = 1 << 20
 # cap_for(2 GiB): the reserve is 10%, raised to its 256 MiB floor.
 CAP_2G = 2 * GiB - 256 * MiB
-OUT_OF_MEMORY = re.compile(
-    rb"\Aportal: suspended: (\S*MemoryError\b|RuntimeError: .*can't allocate memory)")
-# cap_for(1 GiB): the reserve's 256 MiB floor.
-CAP_1G = 1 * GiB - 256 * MiB
+RESIDENT = {"PORTAL_MEMORY_TRIPWIRE": "resident"}
 PAST_THE_CAP = re.compile(
     rb"\Aportal: suspended: out of memory: resident memory passed the memory tripwire's cap of "
     rb"768.0 MiB \(suspended at the next iteration's start\) at \S*one_write.py:\d+\n")
+OUT_OF_MEMORY = re.compile(
+    rb"\Aportal: suspended: (\S*MemoryError\b|RuntimeError: .*can't allocate memory)")
 RESUME = re.compile(rb"portal resume (\S+) --mem")
 
 
@@ -78,28 +82,12 @@ def test_runs_out_under_the_cap_and_resumes(script, needs, corpus, tmp_path,
     assert capped.stdout + resumed.stdout == python.stdout
 
 
-def machine_and_swap() -> int:
-    """Physical memory and swap, in bytes, as the supervisor reads them."""
-    swap_kib = 0
-    for line in Path("/proc/meminfo").read_text().splitlines():
-        if line.startswith("SwapTotal:"):
-            swap_kib = int(line.split()[1])
-    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") + swap_kib * 1024
-
-
 def test_the_cap_is_the_requested_size_less_the_reserve(corpus, portal_run):
-    # Rewritten for issue 14: the old assertion was the old promise itself (the
-    # program's RLIMIT_DATA is the cap).  The cap is now on resident memory; the
-    # address space starts above the machine (its memory and swap, plus the cap).
     show = "import resource; print(resource.getrlimit(resource.RLIMIT_DATA)[0])"
     capped = run([portal_run, "--mem", "2G", "-c", show], corpus, {"PORTAL_LOG": "debug"})
     assert capped.returncode == 0, capped.stderr.decode()
-    ceiling = machine_and_swap() + CAP_2G
-    assert int(capped.stdout) == ceiling
-    err = capped.stderr.decode()
-    assert f"portal: memory tripwire: cap 1.8 GiB ({CAP_2G} bytes) of resident memory for 2.0 GiB (--mem)" \
-        in err, err
-    assert f"portal: memory tripwire: address-space limit " in err and f"({ceiling} bytes)" in err, err
+    assert int(capped.stdout) == CAP_2G
+    assert f"portal: memory tripwire: data limit 1.8 GiB ({CAP_2G} bytes)".encode() in capped.stderr
 
     uncapped = run([portal_run, "--mem", "2G", "-c", show], corpus,
                    {"PORTAL_MEMORY_TRIPWIRE": "0"})
@@ -110,32 +98,94 @@ def test_switched_off_the_program_gets_what_it_asks(corpus, portal_run):
     off = run([portal_run, "--mem", "2G", "big.py"], corpus, {"PORTAL_MEMORY_TRIPWIRE": "0"})
     assert (off.returncode, off.stdout, off.stderr) == (0, b"allocated 3072 MiB\n", b"")
 
-    # Rewritten for issue 14: capped, the untouched 3 GiB (beyond the cap) used to be
-    # refused (python's MemoryError, not rescued outside any loop); it is memory the
-    # program never uses, so it is given, as under python.
+    # Capped, outside any loop: nothing to resume, python's own MemoryError, then
+    # Portal's one line saying why it was not rescued.
     on = run([portal_run, "--mem", "2G", "big.py"], corpus)
+    assert on.returncode == 1
+    assert on.stderr.endswith(b"\nMemoryError\nportal: not rescued: it was raised outside any "
+                              b"loop of the program's own code: there is no iteration to retry\n"), \
+        on.stderr.decode()
+
+
+def test_a_size_that_is_not_one_is_a_usage_error(corpus, portal_run):
+    bad = run([portal_run, "--mem", "2X", "big.py"], corpus)
+    assert bad.returncode == 2
+    assert b"--mem" in bad.stderr and b"not a size" in bad.stderr
+
+
+# --- the resident cap (PORTAL_MEMORY_TRIPWIRE=resident) -------------------------------
+
+
+def machine_and_swap() -> int:
+    """Physical memory and swap, in bytes, as the supervisor reads them."""
+    swap_kib = 0
+    for line in Path("/proc/meminfo").read_text().splitlines():
+        if line.startswith("SwapTotal:"):
+            swap_kib = int(line.split()[1])
+    return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") + swap_kib * 1024
+
+
+def test_resident_the_address_space_starts_above_the_machine(corpus, portal_run):
+    show = "import resource; print(resource.getrlimit(resource.RLIMIT_DATA)[0])"
+    capped = run([portal_run, "--mem", "2G", "-c", show], corpus, dict(RESIDENT, PORTAL_LOG="debug"))
+    assert capped.returncode == 0, capped.stderr.decode()
+    ceiling = machine_and_swap() + CAP_2G
+    assert int(capped.stdout) == ceiling
+    err = capped.stderr.decode()
+    assert f"portal: memory tripwire: cap 1.8 GiB ({CAP_2G} bytes) of resident memory for 2.0 GiB (--mem)" \
+        in err, err
+    assert f"portal: memory tripwire: address-space limit " in err and f"({ceiling} bytes)" in err, err
+
+
+def test_resident_untouched_memory_beyond_the_cap_is_given_as_under_python(corpus, tmp_path, portal_run):
+    home = {"PORTAL_HOME": str(tmp_path / "home")}
+    # big.py: the one untouched 3 GiB that the address-space cap refuses above.
+    on = run([portal_run, "--mem", "2G", "big.py"], corpus, dict(RESIDENT, **home))
     assert (on.returncode, on.stdout, on.stderr) == (0, b"allocated 3072 MiB\n", b""), on.stderr.decode()
-
-
-def test_untouched_zeros_beyond_the_cap_run_as_under_python(corpus, tmp_path, portal_run):
     if not importable("numpy"):
         pytest.skip("numpy is not installed")
     python = run([PYTHON, "two_zeros.py"], corpus)
     assert python.returncode == 0, python.stderr.decode()
-    capped = run([portal_run, "--mem", "2G", "two_zeros.py"], corpus,
-                 {"PORTAL_HOME": str(tmp_path / "home")})
+    capped = run([portal_run, "--mem", "2G", "two_zeros.py"], corpus, dict(RESIDENT, **home))
     assert (capped.returncode, capped.stdout, capped.stderr) == (0, python.stdout, b""), \
         capped.stderr.decode()
 
 
-def test_one_allocation_written_past_the_cap_suspends_at_the_next_iteration(corpus, tmp_path, portal_run,
-                                                                             portal_cli):
+@pytest.mark.parametrize("script,needs", [("grow_numpy.py", "numpy"),
+                                          ("grow_bytes.py", ""),
+                                          ("grow_torch.py", "torch")])
+def test_resident_runs_out_near_the_cap_and_resumes(script, needs, corpus, tmp_path, portal_run, portal_cli):
+    if needs and not importable(needs):
+        pytest.skip(f"{needs} is not installed")
+    args = [script, "512", "6", "write"]
+    python = run([PYTHON, *args], corpus)
+    assert python.returncode == 0, python.stderr.decode()
+
+    home = dict(RESIDENT, PORTAL_HOME=str(tmp_path / "home"))
+    capped = run([portal_run, "--mem", "2G", *args], corpus, home)
+    err = capped.stderr.decode(errors="replace")
+    assert capped.returncode == SUSPENDED, err
+    # the allocation that would pass the cap failed inside the program: the
+    # ordinary rescue, the iteration runs again from its start
+    assert OUT_OF_MEMORY.search(capped.stderr), err
+    assert "that iteration runs again from its start" in err, err
+    assert "round 6" not in capped.stdout.decode(), "the cap did not bind"
+    job = RESUME.search(capped.stderr).group(1).decode()
+
+    resumed = run([portal_cli, "resume", job, "--mem", "8G"], tmp_path, home)
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert resumed.stderr == b""
+    assert capped.stdout + resumed.stdout == python.stdout
+
+
+def test_resident_one_allocation_written_past_the_cap_suspends_at_the_next_iteration(corpus, tmp_path,
+                                                                                      portal_run, portal_cli):
     if not importable("numpy"):
         pytest.skip("numpy is not installed")
     python = run([PYTHON, "one_write.py"], corpus)
     assert python.returncode == 0, python.stderr.decode()
 
-    home = {"PORTAL_HOME": str(tmp_path / "home")}
+    home = dict(RESIDENT, PORTAL_HOME=str(tmp_path / "home"))
     capped = run([portal_run, "--mem", "1G", "one_write.py"], corpus, home)
     err = capped.stderr.decode(errors="replace")
     assert capped.returncode == SUSPENDED, err
@@ -157,15 +207,10 @@ def test_one_allocation_written_past_the_cap_suspends_at_the_next_iteration(corp
     assert capped.stdout + resumed.stdout == python.stdout
 
 
-def test_one_allocation_written_past_the_cap_outside_any_loop_goes_on(corpus, tmp_path, portal_run):
+def test_resident_one_allocation_written_past_the_cap_outside_any_loop_goes_on(corpus, tmp_path, portal_run):
     # No safe point can take the request: the program goes on, as under python
     # (on a machine that really lacks the memory the kernel decides, as it would).
-    capped = run([portal_run, "--mem", "2G", "touched.py"], corpus, {"PORTAL_HOME": str(tmp_path / "home")})
+    capped = run([portal_run, "--mem", "2G", "touched.py"], corpus,
+                 dict(RESIDENT, PORTAL_HOME=str(tmp_path / "home")))
     assert (capped.returncode, capped.stdout, capped.stderr) == (0, b"allocated 3072 MiB\n", b""), \
         capped.stderr.decode()
-
-
-def test_a_size_that_is_not_one_is_a_usage_error(corpus, portal_run):
-    bad = run([portal_run, "--mem", "2X", "big.py"], corpus)
-    assert bad.returncode == 2
-    assert b"--mem" in bad.stderr and b"not a size" in bad.stderr

@@ -112,6 +112,21 @@ TEST(Decide, AnUntouchedBufferMadeAndFreedChangesNothing) {
     EXPECT_EQ(freed.limit, first.limit);  // and gives it back, no more
 }
 
+TEST(Decide, NeverBelowTheDataItHas) {
+    const std::uint64_t cap = 1 * GiB;
+    const Usage held{800 * MiB, 2 * GiB};
+    const Decision first = decide(held, cap, 30 * GiB, false);
+    ASSERT_TRUE(first.lowered);
+    // An array written at once, past the cap: 500 MiB of pages of data it had.
+    const Usage over{1200 * MiB, 2 * GiB};
+    const Decision past = decide(over, cap, 30 * GiB, true, held, first.limit);
+    EXPECT_TRUE(past.over);
+    EXPECT_EQ(past.limit, 2 * GiB);  // no allocation more, but not below what it has
+    // The rescue's reserve let go: its 32 MiB are the room of the request's work.
+    const Decision freed = decide({1200 * MiB, 2 * GiB - 32 * MiB}, cap, 30 * GiB, true, over, past.limit);
+    EXPECT_EQ(freed.limit, 2 * GiB);
+}
+
 TEST(Decide, NeverAboveTheCeiling) {
     const Decision d = decide({900 * MiB, 40 * GiB}, 1 * GiB, 30 * GiB, false);
     EXPECT_EQ(d.limit, 30 * GiB);
