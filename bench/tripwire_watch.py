@@ -1,6 +1,6 @@
 #!/usr/bin/python3
-"""The memory tripwire's watcher (src/launcher/memory_watch.cpp): what it costs and
-what its poll interval changes.
+"""The memory tripwire's watcher (src/launcher/memory_watch.cpp, the resident cap:
+PORTAL_MEMORY_TRIPWIRE=resident): what it costs and what its poll interval changes.
 
     /usr/bin/python3 bench/tripwire_watch.py [--portal-run PATH] [--polls 1,5,20,50]
                                              [--seconds 10] [--repeats 2]
@@ -11,13 +11,13 @@ what its poll interval changes.
    (PORTAL_MEMORY_TRIPWIRE=0) in the same run, interleaved; the program's own
    process is not the supervisor's and is not counted.
 2. What the interval changes: for each interval, how tests/e2e/tripwire's
-   grow_numpy.py (--mem 2G: memory grown by 512 MiB allocations, case b) and
-   one_write.py (--mem 1G: one 1 GiB array written at once, case c) end: the
+   grow_numpy.py (--mem 1G: memory grown by 128 MiB allocations, case b) and
+   one_write.py (--mem 512M: one 384 MiB array written at once, case c) end: the
    allocation refused (MemoryError, the iteration runs again), suspended at the
    next safe point (reason memory), or not stopped; the round they stopped in;
    and the program's peak resident memory (ru_maxrss of portal-run's waited
    children) against the cap.
-Each run touches at most about 2 GiB of memory.
+Each run touches at most about 1 GiB of memory.
 """
 import argparse
 import glob
@@ -34,7 +34,7 @@ from overhead import PYTHON, find_portal_run  # noqa: E402
 
 CORPUS = os.path.join(os.path.dirname(os.path.abspath(__file__)), os.pardir, "tests", "e2e", "tripwire")
 MiB = 1 << 20
-CAPS = {"2G": 2048 * MiB - 256 * MiB, "1G": 1024 * MiB - 256 * MiB}   # cap_for(): the 256 MiB reserve
+CAPS = {"1G": 1024 * MiB - 256 * MiB, "512M": 512 * MiB - 256 * MiB}   # cap_for(): the 256 MiB reserve
 # How long before the program's end the supervisor's CPU time is read.
 READ_BEFORE_END = 0.5
 
@@ -60,7 +60,7 @@ def supervisor_cpu(portal_run, seconds, env):
 
 
 def outcome(portal_run, script, mem, env, home):
-    proc = subprocess.Popen([portal_run, "--mem", mem, script], cwd=home, env=env,
+    proc = subprocess.Popen([portal_run, "--mem", mem, *script], cwd=home, env=env,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     out, err = proc.communicate()
     status = proc.returncode
@@ -86,7 +86,7 @@ def peak_rss(portal_run, script, mem, env, home):
         fd = os.open(os.devnull, os.O_WRONLY)
         os.dup2(fd, 1)
         os.dup2(fd, 2)
-        os.execve(portal_run, [portal_run, "--mem", mem, script], env)
+        os.execve(portal_run, [portal_run, "--mem", mem, *script], env)
     _, status, usage = os.wait4(pid, 0)
     return usage.ru_maxrss * 1024
 
@@ -105,7 +105,8 @@ def main():
     try:
         for name in ("grow_numpy.py", "one_write.py"):
             shutil.copy(os.path.join(CORPUS, name), home)
-        base = dict(os.environ, PORTAL_HOME=os.path.join(home, "store"), PYTHONDONTWRITEBYTECODE="1")
+        base = dict(os.environ, PORTAL_HOME=os.path.join(home, "store"), PYTHONDONTWRITEBYTECODE="1",
+                    PORTAL_MEMORY_TRIPWIRE="resident")
         off = dict(base, PORTAL_MEMORY_TRIPWIRE="0")
 
         print(f"\n1. supervisor CPU while the program sleeps {args.seconds:g} s "
@@ -129,8 +130,9 @@ def main():
         print(f"  {'poll':>8}  {'case':<34}  {'stopped by':<19}  {'round':>5}  {'peak RSS':>9}  {'cap':>9}")
         for p in polls:
             env = dict(base, PORTAL_TRIPWIRE_POLL_MS=str(p))
-            for script, mem, case in (("grow_numpy.py", "2G", "(b) 512 MiB allocations, --mem 2G"),
-                                      ("one_write.py", "1G", "(c) 1 GiB written at once, --mem 1G")):
+            for script, mem, case in ((["grow_numpy.py", "128", "6", "write"], "1G",
+                                       "(b) 128 MiB allocations, --mem 1G"),
+                                      (["one_write.py", "384"], "512M", "(c) 384 MiB written at once, --mem 512M")):
                 how, last = outcome(portal_run, script, mem, env, home)
                 peak = peak_rss(portal_run, script, mem, env, home)
                 print(f"  {p:>6}ms  {case:<34}  {how:<19}  {last:>5}  {peak / MiB:6.0f} MiB  "

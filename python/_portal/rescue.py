@@ -30,9 +30,9 @@ The memory reserve: when the program has run out, the rescue itself needs memory
 before it can free any (its modules are imported only now, the frames are
 captured, the traceback formatted).  So the runtime sets a little aside when the
 program starts and gives it back first thing in a rescue.  It is a bytes object
-of zero pages that are never touched, which cost the machine nothing; near the
-memory tripwire's cap, where it bounds the address space, releasing them gives the
-rescue that much room.
+of zero pages that are never touched: the memory tripwire's cap (RLIMIT_DATA)
+counts them, the machine does not.  (Under the resident cap, a memory request
+lets it go too: safepoint.py.)
 """
 import sys
 
