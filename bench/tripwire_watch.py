@@ -60,10 +60,15 @@ def supervisor_cpu(portal_run, seconds, env):
 
 
 def outcome(portal_run, script, mem, env, home):
-    proc = subprocess.Popen([portal_run, "--mem", mem, *script], cwd=home, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    out, err = proc.communicate()
-    status = proc.returncode
+    """How the run ended, the last round it printed, and its peak resident memory
+    (ru_maxrss of portal-run, which includes the children it waited for)."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        proc = subprocess.Popen([portal_run, "--mem", mem, *script], cwd=home, env=env, stdout=out, stderr=err)
+        _, status, usage = os.wait4(proc.pid, 0)
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        out.seek(0)
+        err.seek(0)
+        out, err = out.read(), err.read()
     rounds = re.findall(rb"^round (\d+)", out, re.M)
     last = int(rounds[-1]) if rounds else 0
     first = err.split(b"\n", 1)[0].decode(errors="replace")
@@ -71,24 +76,11 @@ def outcome(portal_run, script, mem, env, home):
         how = "allocation refused"
     elif "passed the memory tripwire's cap" in first:
         how = "safe point"
-    elif status == 0:
+    elif proc.returncode == 0:
         how = "not stopped"
     else:
-        how = f"exit {status}"
-    return how, last
-
-
-def peak_rss(portal_run, script, mem, env, home):
-    """ru_maxrss of portal-run's waited children: the program's peak, in bytes."""
-    pid = os.fork()
-    if pid == 0:
-        os.chdir(home)
-        fd = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(fd, 1)
-        os.dup2(fd, 2)
-        os.execve(portal_run, [portal_run, "--mem", mem, *script], env)
-    _, status, usage = os.wait4(pid, 0)
-    return usage.ru_maxrss * 1024
+        how = f"exit {proc.returncode}"
+    return how, last, usage.ru_maxrss * 1024
 
 
 def main():
@@ -133,8 +125,7 @@ def main():
             for script, mem, case in ((["grow_numpy.py", "128", "6", "write"], "1G",
                                        "(b) 128 MiB allocations, --mem 1G"),
                                       (["one_write.py", "384"], "512M", "(c) 384 MiB written at once, --mem 512M")):
-                how, last = outcome(portal_run, script, mem, env, home)
-                peak = peak_rss(portal_run, script, mem, env, home)
+                how, last, peak = outcome(portal_run, script, mem, env, home)
                 print(f"  {p:>6}ms  {case:<34}  {how:<19}  {last:>5}  {peak / MiB:6.0f} MiB  "
                       f"{CAPS[mem] / MiB:5.0f} MiB")
     finally:
