@@ -16,7 +16,9 @@
 //   - below kLowWater it raises the limit back to the ceiling (hysteresis);
 //   - past the cap itself (one allocation written at once, grown past the cap
 //     between two looks), it asks the program to suspend at its next safe point
-//     (memory_signal(), python/_portal/safepoint.py, reason "memory").
+//     (memory_signal(), python/_portal/safepoint.py, reason "memory"), and gives
+//     the limit back its ceiling for the rescue's own work (the cap has been
+//     passed already; the safe point may come while the memory is still held).
 // What is counted: the interpreter process's anonymous resident pages (statm's
 // resident less its file-backed and shared ones); DataLoader workers and other
 // children are their own processes, each with the limit it inherited, and are not

@@ -141,7 +141,11 @@ void MemoryWatch::run() {
         const Decision d = decide(*usage, cap_, ceiling_, lowered, before, limit);
         before = *usage;
         const std::uint64_t moved = d.limit > limit ? d.limit - limit : limit - d.limit;
-        if (d.lowered != lowered || moved >= kLimitStep) {
+        // Once a suspension is asked for, the limit is the ceiling again and comes
+        // down no more: the rescue at the safe point (its writer's threads, the
+        // pickler) needs room while the program's memory is still held.
+        const bool held = requested && d.lowered && d.limit < limit;
+        if (!held && (d.lowered != lowered || moved >= kLimitStep)) {
             if (set_soft_limit(pid_, d.limit)) limit = d.limit;
             lowered = d.lowered;
         }
@@ -154,6 +158,7 @@ void MemoryWatch::run() {
                                                   " passed the cap of " + format_size(cap_) +
                                                   ": a suspension is asked for at the next safe point");
                 kill(pid_, memory_signal());
+                if (set_soft_limit(pid_, ceiling_)) limit = ceiling_;
             }
         }
         std::this_thread::sleep_for(interval);

@@ -37,6 +37,8 @@ RESIDENT = {"PORTAL_MEMORY_TRIPWIRE": "resident"}
 PAST_THE_CAP = re.compile(
     rb"\Aportal: suspended: out of memory: resident memory passed the memory tripwire's cap of "
     rb"256.0 MiB \(suspended at the next iteration's start\) at \S*one_write.py:\d+\n")
+PAST_THE_CAP_768 = re.compile(
+    rb"\Aportal: suspended: out of memory: resident memory passed the memory tripwire's cap of 768.0 MiB ")
 OUT_OF_MEMORY = re.compile(
     rb"\Aportal: suspended: (\S*MemoryError\b|RuntimeError: .*can't allocate memory)")
 RESUME = re.compile(rb"portal resume (\S+) --mem")
@@ -157,7 +159,7 @@ def test_resident_untouched_memory_beyond_the_cap_is_given_as_under_python(corpu
 def test_resident_runs_out_near_the_cap_and_resumes(script, needs, corpus, tmp_path, portal_run, portal_cli):
     if needs and not importable(needs):
         pytest.skip(f"{needs} is not installed")
-    args = [script, "128", "6", "write"]
+    args = [script, "128", "7", "write"]
     python = run([PYTHON, *args], corpus)
     assert python.returncode == 0, python.stderr.decode()
 
@@ -165,11 +167,16 @@ def test_resident_runs_out_near_the_cap_and_resumes(script, needs, corpus, tmp_p
     capped = run([portal_run, "--mem", "1G", *args], corpus, home)
     err = capped.stderr.decode(errors="replace")
     assert capped.returncode == SUSPENDED, err
-    # the allocation that would pass the cap failed inside the program: the
-    # ordinary rescue, the iteration runs again from its start
-    assert OUT_OF_MEMORY.search(capped.stderr), err
-    assert "that iteration runs again from its start" in err, err
-    assert "round 6" not in capped.stdout.decode(), "the cap did not bind"
+    # Nearly always the allocation that would pass the cap fails inside the
+    # program (the ordinary rescue, the iteration runs again from its start); when
+    # the watcher's look missed the high water (one array written between two
+    # looks), the program passes the cap and suspends at its next safe point.
+    if OUT_OF_MEMORY.search(capped.stderr):
+        assert "that iteration runs again from its start" in err, err
+    else:
+        assert PAST_THE_CAP_768.search(capped.stderr), err
+        assert "that iteration had not started yet" in err, err
+    assert "round 7" not in capped.stdout.decode(), "the cap did not bind"
     job = RESUME.search(capped.stderr).group(1).decode()
 
     resumed = run([portal_cli, "resume", job, "--mem", "8G"], tmp_path, home)
