@@ -32,6 +32,10 @@ constexpr int kTickMilliseconds = 100;
 // and threading libraries take for themselves).
 int request_signal();
 
+// Whether process `pid` catches `signo` (its /proc/PID/status SigCgt mask): a
+// request signal is sent only to an interpreter that takes it.
+bool catches(pid_t pid, int signo);
+
 struct Settings {
     bool enabled = true;                // off: every signal is forwarded as it is
     std::vector<int> signals{SIGTERM};  // SIGTERM always counts

@@ -1,5 +1,6 @@
 // tripwire.hpp: the memory tripwire, a cap on the interpreter process's data
-// segment (RLIMIT_DATA) set by the supervisor between fork and exec.
+// segment (RLIMIT_DATA) set by the supervisor between fork and exec, or with
+// PORTAL_MEMORY_TRIPWIRE=resident on its resident memory (memory_watch.hpp).
 //
 // Past the cap an allocation fails inside the program (MemoryError, or torch's
 // "can't allocate memory" RuntimeError), which Portal can suspend, before the
@@ -69,5 +70,15 @@ bool has_gpu_under(const std::filesystem::path& root);
 using GpuProbe = bool (*)();
 std::optional<std::uint64_t> memory_cap(std::optional<std::uint64_t> requested,
                                         GpuProbe gpu_present = has_gpu);
+
+// What the cap counts, from PORTAL_MEMORY_TRIPWIRE: the program's data segment,
+// address space it asked for, touched or not (the default, and "1"), or with
+// "resident" the memory it really uses, watched by the supervisor
+// (memory_watch.hpp; issue 14: the default until the suites that assert the
+// address-space promise are rewritten).
+enum class CapKind { kAddressSpace, kResident };
+constexpr const char* kTripwireVariable = "PORTAL_MEMORY_TRIPWIRE";
+constexpr const char* kResidentSetting = "resident";
+CapKind cap_kind();
 
 }  // namespace portal::tripwire

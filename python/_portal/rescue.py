@@ -31,7 +31,8 @@ before it can free any (its modules are imported only now, the frames are
 captured, the traceback formatted).  So the runtime sets a little aside when the
 program starts and gives it back first thing in a rescue.  It is a bytes object
 of zero pages that are never touched: the memory tripwire's cap (RLIMIT_DATA)
-counts them, the machine does not.
+counts them, the machine does not.  (Under the resident cap, a memory request
+lets it go too: safepoint.py.)
 """
 import sys
 

@@ -27,6 +27,13 @@ be suspended (every loop declined the request), the program tells the
 supervisor with the same signal (to its parent) and waits for the original one,
 so it ends as it would under python, at once rather than after the grace.
 
+The memory tripwire's channel (src/launcher/memory_watch.cpp): when the
+program's resident memory passes the cap between two looks of the supervisor's
+watcher (one allocation written at once), a second real-time signal, named by
+PORTAL_MEMORY_SIGNAL (the cap in bytes in PORTAL_MEMORY_CAP), asks for a
+suspension with the reason 'memory'.  It has no signal to fall back on: when no
+loop can take it, the request is dropped and the program goes on as under python.
+
 A program with a trace function of its own (a debugger, coverage) is not traced
 over: its safe point is never taken, and the grace decides.
 """
@@ -38,6 +45,9 @@ import _signal as _csignal   # the C module: `signal` would import enum at every
 SIGNAL_VARIABLE = "PORTAL_PREEMPT_SIGNAL"   # set by portal-run (supervisor.cpp)
 RESCUE_NAME = "__portal_rescue__"            # instrument.py's handler calls it
 PREEMPTED = "preempted"                      # the reason a preemption is recorded with
+MEMORY_SIGNAL_VARIABLE = "PORTAL_MEMORY_SIGNAL"   # set by portal-run (supervisor.cpp)
+MEMORY_CAP_VARIABLE = "PORTAL_MEMORY_CAP"
+MEMORY = "memory"                            # resident memory passed the tripwire's cap
 # How long a program whose request no loop could take waits for the supervisor's
 # original signal before ending by itself (exit status 1, as an uncaught error).
 WAIT_FOR_SIGNAL_SECONDS = 120
@@ -60,6 +70,7 @@ _starts = {}                # code object -> frozenset of its loop bodies' first
 _saved_hook = [None]
 _runtime = [None]           # runtime.py's Runtime: its portal_modules, declined
 _deferred = [False]         # a request made before the program's main code ran
+_memory_cap = [None]        # the memory tripwire's cap in bytes (None: no cap)
 
 
 def _portal_modules():
@@ -73,6 +84,14 @@ def _portal_modules():
 def install(runtime=None):
     """Arm the channel from portal-run (runtime.py, before the program starts)."""
     _runtime[0] = runtime
+    memory = os.environ.pop(MEMORY_SIGNAL_VARIABLE, "")
+    cap = os.environ.pop(MEMORY_CAP_VARIABLE, "")
+    if memory.isdigit() and cap.isdigit():
+        try:
+            _csignal.signal(int(memory), _on_memory)
+            _memory_cap[0] = int(cap)
+        except (ValueError, OSError):
+            pass
     value = os.environ.pop(SIGNAL_VARIABLE, "")
     if not value.isdigit():
         return
@@ -86,6 +105,22 @@ def install(runtime=None):
 
 def _on_signal(signo, frame):
     request(PREEMPTED, frame)
+
+
+def _on_memory(signo, frame):
+    # Past the cap the watcher lets the program allocate nothing more: the
+    # rescue's reserve (rescue.py) gives the request its room (its frames'
+    # loops found, codemap imported).
+    runtime = _runtime[0]
+    rescue = runtime.portal_modules.get("_portal.rescue") if runtime is not None else None
+    if rescue is not None:
+        rescue.release_reserve()
+    request(MEMORY, frame)
+
+
+def memory_cap():
+    """The memory tripwire's cap in bytes, or None."""
+    return _memory_cap[0]
 
 
 def is_preempted(exc):
@@ -116,9 +151,10 @@ def request(reason, frame=None):
     if not reachable and started:
         # No running code of the program's has a loop, here or in a function it
         # defines (a script that only sleeps): no safe point can come; the
-        # supervisor delivers the signal now, silently, as under python.
-        _pending[0] = None
-        _give_up()
+        # supervisor delivers the signal now, silently, as under python (a
+        # memory request is dropped: the program goes on).
+        reason, _pending[0] = _pending[0], None
+        _give_up(reason)
         return
     # Before the program's main code runs (the interpreter is starting, a resume
     # is restoring), the main code's first call tells (_global).
@@ -141,10 +177,10 @@ def _has_loops(code):
     return found
 
 
-def _give_up():
+def _give_up(reason):
     """Tell the supervisor that no loop can take the request: it delivers the
-    original signal now (supervisor.cpp)."""
-    if _signal[0] is not None:
+    original signal now (supervisor.cpp).  A memory request has none."""
+    if reason == PREEMPTED and _signal[0] is not None:
         try:
             os.kill(os.getppid(), _signal[0])
         except OSError:
@@ -191,9 +227,9 @@ def _global(frame, event, arg):
     if event == "call" and _deferred[0] and _is_main(frame.f_code):
         _deferred[0] = False
         if not _has_loops(frame.f_code):
-            _pending[0] = None
+            reason, _pending[0] = _pending[0], None
             sys.settrace(None)
-            _give_up()
+            _give_up(reason)
             return None
     if event == "call" and _body_starts(frame.f_code):
         frame.f_trace_lines = True
@@ -231,11 +267,16 @@ def _escaped(exc_type, exc, tb):
     runtime = _runtime[0]
     reasons = list(dict.fromkeys((runtime.declined.get(id(exc), ()) if runtime else ())))
     why = "; ".join(reasons) or "no loop of the program's own was running"
+    if exc.reason == MEMORY:
+        sys.stderr.write(f"portal: memory tripwire: resident memory passed the cap and no loop could be "
+                         f"suspended ({why}): the program ends here\n")
+        sys.stderr.flush()
+        return None
     sys.stderr.write(f"portal: preempt: no loop could be suspended ({why}): the program ends by "
                      f"the signal, as under python\n")
     sys.stderr.flush()
     if _signal[0] is not None:
-        _give_up()      # the supervisor delivers the signal now
+        _give_up(PREEMPTED)      # the supervisor delivers the signal now
         import time
         deadline = time.monotonic() + WAIT_FOR_SIGNAL_SECONDS
         while time.monotonic() < deadline:

@@ -366,14 +366,17 @@ def _notes(runtime, loop_frame, exc):
 class _Error:
     def __init__(self, exc):
         from _portal import safepoint
-        self.reason = safepoint.PREEMPTED if safepoint.is_preempted(exc) else "oom"
+        self.reason = exc.reason if safepoint.is_preempted(exc) else "oom"   # PREEMPTED or MEMORY
         where = traceback.extract_tb(exc.__traceback__)
         self.at = where[-1] if where else None
         self.text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         self.traceback = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
         self.where = f"{self.at.filename}:{self.at.lineno}" if self.at else None
-        if self.reason == safepoint.PREEMPTED:   # no error of the program's: what happened
-            self.text = "preempted (portal-run was sent its preemption signal)"
+        if safepoint.is_preempted(exc):   # no error of the program's: what happened
+            cap = safepoint.memory_cap()
+            self.text = ("preempted (portal-run was sent its preemption signal)" if self.reason == safepoint.PREEMPTED
+                         else f"out of memory: resident memory passed the memory tripwire's cap of "
+                              f"{_human_size(cap or 0)} (suspended at the next iteration's start)")
             # where: the loop body's first line, not the safe point's raise
             user = [e for e in where if os.path.basename(e.filename) != "safepoint.py"]
             self.at = user[-1] if user else None
@@ -489,7 +492,7 @@ def _update_suspended(runtime, job, error, point, info, now):
                       will_differ=list(point.will_differ),
                       suggested_mem_gib=_suggested_mem_gib(),   # what the report and `portal show` suggest
                       retry_requested=point.retry,              # retry.py: the supervisor resumes at once
-                      reason=error.reason)                      # "oom" or "preempted" (safepoint.py)
+                      reason=error.reason)                      # "oom", "preempted" or "memory" (safepoint.py)
 
 
 def _names_of(objects, roots):
@@ -528,8 +531,9 @@ def _report_and_exit(job, error, point, size):
     iteration = f", {loop.iteration_text}" if loop.iteration_text else ""
     _say("suspended", f"{error.text}{at}")
     preempted = error.reason == "preempted"
+    at_safe_point = error.reason in ("preempted", "memory")   # safepoint.py: taken where an iteration starts
     _say("suspended", f"will continue from the loop at {loop.filename}:{loop.line} in {loop.function}()"
-                      f"{iteration}; " + ("that iteration had not started yet" if preempted
+                      f"{iteration}; " + ("that iteration had not started yet" if at_safe_point
                                           else "that iteration runs again from its start"))
     for item in point.will_differ:
         _say("suspended", f"will differ: {item}")

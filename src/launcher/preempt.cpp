@@ -70,7 +70,6 @@ bool has_mask_bit(pid_t pid, const char* field, int signo) {
     return (std::stoi(digit, nullptr, kHexBase) >> (bit % 4)) & 1;
 }
 
-bool catches(pid_t pid, int signo) { return has_mask_bit(pid, "SigCgt:", signo); }
 bool ignores(pid_t pid, int signo) { return has_mask_bit(pid, "SigIgn:", signo); }
 
 // Whether the child still runs the supervisor's own program (between fork and
@@ -92,6 +91,8 @@ bool is_preempt_signal(int signo) {
 }
 
 }  // namespace
+
+bool catches(pid_t pid, int signo) { return has_mask_bit(pid, "SigCgt:", signo); }
 
 int request_signal() { return SIGRTMIN + kRequestOffset; }
 

@@ -9,17 +9,22 @@
 #include <cstring>
 #include <fcntl.h>
 #include <iostream>
+#include <memory>
 #include <poll.h>
 #include <sys/prctl.h>
 #include <sys/syscall.h>
 #include <sys/resource.h>
+#include <sys/sysinfo.h>
 #include <sys/types.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "portal/exit_status.hpp"
 #include "portal/log.hpp"
+#include "portal/memory_watch.hpp"
 #include "portal/preempt.hpp"
+#include "portal/size.hpp"
+#include "portal/tripwire.hpp"
 
 namespace portal {
 
@@ -138,8 +143,29 @@ void hand_over_lock(int job_lock_fd) {
     setenv(kLockFdVariable, std::to_string(fd).c_str(), 1);
 }
 
+// The program's RLIMIT_DATA at start under a cap: the address-space ceiling
+// (memory_watch.hpp), or a lower one the user already set (ulimit -d).
+std::uint64_t starting_data_limit(std::uint64_t cap) {
+    struct sysinfo info {};
+    const std::uint64_t swap =
+        sysinfo(&info) == 0 ? static_cast<std::uint64_t>(info.totalswap) * info.mem_unit : 0;
+    const std::uint64_t ceiling = tripwire::address_ceiling(cap, physical_memory(), swap);
+    struct rlimit limit {};
+    getrlimit(RLIMIT_DATA, &limit);
+    return std::min({static_cast<std::uint64_t>(limit.rlim_cur), static_cast<std::uint64_t>(limit.rlim_max),
+                     ceiling});
+}
+
+// The program's RLIMIT_DATA under an address-space cap: the cap, or a lower one
+// the user already set (ulimit -d).
+std::uint64_t capped_data_limit(std::uint64_t cap) {
+    struct rlimit limit {};
+    getrlimit(RLIMIT_DATA, &limit);
+    return std::min({static_cast<std::uint64_t>(limit.rlim_cur), static_cast<std::uint64_t>(limit.rlim_max), cap});
+}
+
 [[noreturn]] void exec_child(const std::vector<std::string>& argv, const sigset_t& old_mask,
-                             std::optional<std::uint64_t> data_limit, OutputTee* tee, pid_t supervisor,
+                             std::optional<std::uint64_t> data_limit, std::uint64_t start_limit, bool watched, OutputTee* tee, pid_t supervisor,
                              int job_lock_fd) {
     die_with(supervisor);
     if (job_lock_fd >= 0) {
@@ -166,15 +192,26 @@ void hand_over_lock(int job_lock_fd) {
     } else {
         unsetenv(preempt::kSignalVariable);
     }
+    // The memory tripwire's request (memory_watch.hpp), taken by the bootstrap
+    // (safepoint.py), which removes both variables before the program starts;
+    // another interpreter (preemption off) is not told of it.
+    if (watched && preempt::settings().enabled) {
+        setenv(tripwire::kMemorySignalVariable, std::to_string(tripwire::memory_signal()).c_str(), 1);
+        setenv(tripwire::kMemoryCapVariable, std::to_string(*data_limit).c_str(), 1);
+    } else {
+        unsetenv(tripwire::kMemorySignalVariable);
+        unsetenv(tripwire::kMemoryCapVariable);
+    }
     sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     // In the child only: the supervisor itself must keep the memory to report and
     // record whatever happens.  Only the soft limit: a program that knows better can
-    // still raise it (resource.setrlimit), as with a limit set by the shell; a lower
-    // one the user already set (ulimit -d) stays.
+    // still raise it (resource.setrlimit), as with a limit set by the shell (the
+    // watcher lowers it again near the cap); a lower one the user already set
+    // (ulimit -d) stays.
     if (data_limit) {
         struct rlimit limit {};
         getrlimit(RLIMIT_DATA, &limit);
-        limit.rlim_cur = std::min({limit.rlim_cur, limit.rlim_max, static_cast<rlim_t>(*data_limit)});
+        limit.rlim_cur = static_cast<rlim_t>(start_limit);
         if (setrlimit(RLIMIT_DATA, &limit) != 0) {
             log::say("memory tripwire", std::string("cannot cap the program's memory: ") +
                                             std::strerror(errno) + "; it runs without the cap");
@@ -283,15 +320,26 @@ int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t>
     sigset_t old_mask;
     sigprocmask(SIG_BLOCK, &held, &old_mask);
     const pid_t supervisor = getpid();
+    const bool watched = data_limit && tripwire::cap_kind() == tripwire::CapKind::kResident;
+    const std::uint64_t start_limit =
+        !data_limit ? 0 : watched ? starting_data_limit(*data_limit) : capped_data_limit(*data_limit);
+    if (watched) {
+        log::debug("memory tripwire", "address-space limit " + format_size(start_limit) + " (" +
+                                          std::to_string(start_limit) +
+                                          " bytes) until resident memory nears the cap");
+    }
     const pid_t pid = fork();
     if (pid < 0) {
         log::say("fork", std::strerror(errno));
         return 1;
     }
     if (pid == 0) {
-        exec_child(argv, old_mask, data_limit, tee, supervisor, job_lock_fd);
+        exec_child(argv, old_mask, data_limit, start_limit, watched, tee, supervisor, job_lock_fd);
     }
     g_child.store(pid);
+    // Until the child is reaped (the end of this function).
+    std::unique_ptr<tripwire::MemoryWatch> watch;
+    if (watched) watch = std::make_unique<tripwire::MemoryWatch>(pid, *data_limit, start_limit);
     sigprocmask(SIG_SETMASK, &old_mask, nullptr);
     if (started) {
         started(pid);
@@ -304,6 +352,7 @@ int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t>
     if (!(tee != nullptr ? wait_while_copying(pid, *tee, &status) : wait_for(pid, &status))) {
         return 1;
     }
+    watch.reset();
     const ChildOutcome outcome = interpret_wait_status(status, g_forwarded.load());
     g_program_signal = WIFSIGNALED(status) ? WTERMSIG(status) : 0;
     if (outcome.report) {

@@ -117,8 +117,14 @@ bool has_gpu_under(const std::filesystem::path& root) {
 
 bool has_gpu() { return has_gpu_under("/"); }
 
+CapKind cap_kind() {
+    const char* setting = std::getenv(kTripwireVariable);
+    return setting != nullptr && std::string(setting) == kResidentSetting ? CapKind::kResident
+                                                                           : CapKind::kAddressSpace;
+}
+
 std::optional<std::uint64_t> memory_cap(std::optional<std::uint64_t> requested, GpuProbe gpu_present) {
-    const char* setting = std::getenv("PORTAL_MEMORY_TRIPWIRE");
+    const char* setting = std::getenv(kTripwireVariable);
     if (setting != nullptr && std::string(setting) == "0") {
         log::debug("memory tripwire", "off (PORTAL_MEMORY_TRIPWIRE=0)");
         return std::nullopt;
@@ -133,8 +139,10 @@ std::optional<std::uint64_t> memory_cap(std::optional<std::uint64_t> requested, 
         return std::nullopt;
     }
     const std::uint64_t cap = cap_for(memory);
-    log::debug("memory tripwire", "data limit " + format_size(cap) + " (" + std::to_string(cap) +
-                                      " bytes) for " + format_size(memory) +
+    const bool resident = cap_kind() == CapKind::kResident;
+    log::debug("memory tripwire", (resident ? "cap " : "data limit ") + format_size(cap) + " (" +
+                                      std::to_string(cap) + " bytes) " + (resident ? "of resident memory " : "") +
+                                      "for " + format_size(memory) +
                                       (requested ? " (--mem)" : " (this machine)"));
     return cap;
 }

@@ -3,6 +3,8 @@
 # statement and the previous iteration's arrays are gone by then, so a resumed run
 # redoes the iteration whole and needs no more than the largest list.  np.zeros maps
 # untouched zero pages: the cap (RLIMIT_DATA) counts them, the machine barely does.
+# With a third argument `write`, np.ones: every page written, the memory really
+# used (what the resident cap, PORTAL_MEMORY_TRIPWIRE=resident, counts).
 import sys
 
 import numpy as np
@@ -10,9 +12,10 @@ import numpy as np
 MiB = 1 << 20
 step = int(sys.argv[1]) if len(sys.argv) > 1 else 512
 rounds = int(sys.argv[2]) if len(sys.argv) > 2 else 6
+write = len(sys.argv) > 3 and sys.argv[3] == "write"
 total = 0
 for i in range(1, rounds + 1):
-    parts = [np.zeros(step * MiB, dtype=np.uint8) for _ in range(i)]
+    parts = [(np.ones if write else np.zeros)(step * MiB, dtype=np.uint8) for _ in range(i)]
     for k, part in enumerate(parts):
         part[:: 64 * MiB] = k + i
         total += int(part[:: 64 * MiB].sum())

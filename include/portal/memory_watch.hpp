@@ -1,0 +1,115 @@
+// memory_watch.hpp: the memory tripwire's watcher of resident memory, a thread of
+// the supervisor (never of the program), so that the cap counts what the program
+// really uses and not address space it never touches (docs/architecture.md "The
+// memory tripwire").
+//
+// The interpreter starts with an address-space limit (RLIMIT_DATA) well above the
+// machine, address_ceiling(): a reservation python would be given (two untouched
+// 12 GiB np.zeros on a 24 GiB machine) is given under Portal too.  The watcher
+// reads the program's anonymous resident memory from /proc/PID/statm every
+// poll interval:
+//   - from kHighWater of the cap up, it lowers the program's RLIMIT_DATA
+//     (prlimit) to its current data size plus the head-room the cap has left
+//     (cap - resident), so that the next allocation that would pass the cap fails
+//     inside the program, a MemoryError, the ordinary rescue (the iteration runs
+//     again from its start);
+//   - below kLowWater it raises the limit back to the ceiling (hysteresis);
+//   - past the cap itself (one allocation written at once, grown past the cap
+//     between two looks), it asks the program to suspend at its next safe point
+//     (memory_signal(), python/_portal/safepoint.py, reason "memory"), and gives
+//     the limit back its ceiling for the rescue's own work (the cap has been
+//     passed already; the safe point may come while the memory is still held).
+// What is counted: the interpreter process's anonymous resident pages (statm's
+// resident less its file-backed and shared ones); DataLoader workers and other
+// children are their own processes, each with the limit it inherited, and are not
+// added up (their pages shared with the parent would count twice).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <sys/types.h>
+#include <thread>
+
+namespace portal::tripwire {
+
+// The fraction of the cap from which address space is bounded by the head-room
+// left, and the one below which it is unbounded again.
+constexpr double kHighWater = 0.75;
+constexpr double kLowWater = 0.6;
+// How often resident memory is looked at (PORTAL_TRIPWIRE_POLL_MS replaces it,
+// for bench/tripwire_watch.py); docs/architecture.md has its cost.
+constexpr int kDefaultPollMilliseconds = 5;
+constexpr const char* kPollVariable = "PORTAL_TRIPWIRE_POLL_MS";
+// The limit is rewritten only when it moves by at least this much.
+constexpr std::uint64_t kLimitStep = 1ull << 20;
+// The environment variables that tell the interpreter the suspension request's
+// signal and the cap (safepoint.py removes them before the program starts).
+constexpr const char* kMemorySignalVariable = "PORTAL_MEMORY_SIGNAL";
+constexpr const char* kMemoryCapVariable = "PORTAL_MEMORY_CAP";
+
+// The real-time signal a memory suspension request travels on: the one after
+// preempt::request_signal().
+int memory_signal();
+
+// --- pure: the rules ----------------------------------------------------------------
+
+// The program's RLIMIT_DATA while its resident memory is well under the cap: the
+// machine's physical memory and swap (no single allocation of python's can be
+// larger: the kernel's overcommit heuristic refuses it) plus the cap, for the
+// program's reservations that are never touched.
+std::uint64_t address_ceiling(std::uint64_t cap, std::uint64_t physical, std::uint64_t swap);
+
+// One look at /proc/PID/statm (its fields in pages): `resident` is the anonymous
+// resident memory (resident - shared), `data` the data segment (data + stack,
+// what RLIMIT_DATA bounds, within the stack's few pages), both in bytes.
+struct Usage {
+    std::uint64_t resident = 0;
+    std::uint64_t data = 0;
+};
+std::optional<Usage> parse_statm(const std::string& text, std::uint64_t page_size);
+
+// What one look decides.  `before` is the previous look's usage and `limit` the
+// limit it set (`lowered` whether it was bounded by the head-room).  While
+// lowered, the limit is set once to the data size plus the head-room (cap -
+// resident), then comes down only by what resident memory grew beyond new data
+// (pages of older reservations written), so that address space freed without
+// resident memory falling (an untouched reservation let go: the rescue's reserve,
+// rescue.py) stays the program's room, and one made and freed between two looks
+// changes nothing.
+struct Decision {
+    bool lowered = false;     // bounded by the head-room (from kHighWater to kLowWater)
+    std::uint64_t limit = 0;  // the RLIMIT_DATA the program should have now
+    bool over = false;        // past the cap: ask for a suspension
+};
+Decision decide(const Usage& usage, std::uint64_t cap, std::uint64_t ceiling, bool lowered,
+                const Usage& before = {}, std::uint64_t limit = 0);
+
+// --- the thread ---------------------------------------------------------------------
+
+// Watches `pid` from construction until destruction (or the process's end); no
+// signal of the supervisor's is ever taken on its thread.  `soft_limit` is the
+// program's RLIMIT_DATA at start (a lower one the user set stays the most it is
+// given).
+class MemoryWatch {
+public:
+    MemoryWatch(pid_t pid, std::uint64_t cap, std::uint64_t soft_limit);
+    ~MemoryWatch();
+    MemoryWatch(const MemoryWatch&) = delete;
+    MemoryWatch& operator=(const MemoryWatch&) = delete;
+
+    // The poll interval in use (kDefaultPollMilliseconds or PORTAL_TRIPWIRE_POLL_MS).
+    static int poll_milliseconds();
+
+private:
+    void run();
+
+    pid_t pid_;
+    std::uint64_t cap_;
+    std::uint64_t ceiling_;
+    std::atomic<bool> stop_{false};
+    std::thread thread_;
+};
+
+}  // namespace portal::tripwire
