@@ -543,6 +543,9 @@ def marker_line(program):
 def portal_env(home, script=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PORTAL_")}
     env["PORTAL_HOME"] = home
+    # the interpreter the rest of the bench measures (portal-run would otherwise
+    # take the first python3 on PATH, which may be another one, without numpy)
+    env["PORTAL_PYTHON"] = os.environ.get("PORTAL_PYTHON", PYTHON)
     if script:
         env["PORTAL_FAKE_OOM"] = f"{script}:{marker_line(open(script).read())}@2"
     return env
