@@ -297,7 +297,12 @@ def child_write(kind, size_bytes, target):
         elapsed = time.perf_counter() - t0
         written = info.total_bytes
         pickle_bytes = info.manifest["files"]["state.pickle"]["size"]
+        fmt = {"format_version": info.manifest["format_version"],
+               "pack_hash": sorted({h for rel, rec in info.manifest["files"].items()
+                                    if rel != "state.pickle" for h in ("sha256", "blake3")
+                                    if h in rec})}
     else:
+        fmt = {}
         t0 = time.perf_counter()
         with open(target, "wb") as f:
             torch.save(state, f)
@@ -330,7 +335,7 @@ def child_write(kind, size_bytes, target):
         again = time.perf_counter() - t0
     return {"seconds": elapsed, "again": again, "bytes": written, "live": live, "pickle": pickle_bytes,
             "rss_before": before["VmRSS"], "hwm_after": after["VmHWM"],
-            "peak_reset": peak_reset, "fingerprint": fp}
+            "peak_reset": peak_reset, "fingerprint": fp, **fmt}
 
 
 def child_read(kind, target):
@@ -538,6 +543,9 @@ def marker_line(program):
 def portal_env(home, script=None):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PORTAL_")}
     env["PORTAL_HOME"] = home
+    # the interpreter the rest of the bench measures (portal-run would otherwise
+    # take the first python3 on PATH, which may be another one, without numpy)
+    env["PORTAL_PYTHON"] = os.environ.get("PORTAL_PYTHON", PYTHON)
     if script:
         env["PORTAL_FAKE_OOM"] = f"{script}:{marker_line(open(script).read())}@2"
     return env
@@ -741,6 +749,8 @@ def main(argv=None):
     print(f"live tensor bytes {pw['live'] / MIB:.1f} MiB; checkpoint {pw['bytes'] / MIB:.1f} "
           f"MiB (state.pickle {pw['pickle'] / 1024:.1f} KiB); torch.save file "
           f"{res['torch_w'][0]['bytes'] / MIB:.1f} MiB")
+    print(f"checkpoint format version {pw.get('format_version')}, pack-file chunks hashed with "
+          f"{', '.join(pw.get('pack_hash') or ['?'])}")
     known = [r for r in residue if r is not None]
     if known:
         print(f"page cache left of the files at a cold read: at most {max(known) / MIB:.1f} MiB")

@@ -7,7 +7,8 @@ PATH is a checkpoint (the `checkpoint` link of a job, or one generation
 directory) or a job directory.  Every check `portal resume` makes before it
 unpickles is made here too, but all of them, not only up to the first failure:
 owner and modes of every directory and file, the manifest's HMAC, the format and
-version, and every file's size and sha256.  Printed for people by default, as one
+version, and every file's size and digest (sha256, or blake3 for pack files of
+format version 3).  Printed for people by default, as one
 JSON object with --json.  Exit status 0 when the checkpoint is sound, 1 when not
 (each reason on the report, and the first also on stderr), 2 on a usage error.
 """
@@ -82,8 +83,9 @@ def _check_file(directory, rel, record):
         digest = ck.digest_file(fd, size, record)
     finally:
         os.close(fd)
-    if digest != record.get("sha256"):
-        problems.append(f"checkpoint: {rel}: sha256 does not match the manifest (corrupted)")
+    name, recorded = ck.record_digest(record)
+    if digest != recorded:
+        problems.append(f"checkpoint: {rel}: {name} does not match the manifest (corrupted)")
         return "corrupted", size, problems
     return ("ok" if not problems else "untrusted"), size, problems
 
@@ -178,8 +180,9 @@ def inspect(path, key=None, job_id=None):
                 continue           # check_manifest has said so
             st, size, file_problems = _check_file(directory, rel, record)
             problems.extend(p for p in file_problems if p not in problems)
+            hash_name, recorded = ck.record_digest(record)   # "sha256" or "blake3"
             files.append({"name": rel, "size": size, "recorded_size": record.get("size"),
-                          "sha256": record.get("sha256"), "status": st})
+                          hash_name: recorded, "status": st})
     report["files"] = files
     report["sources"] = _sources(manifest)
     report["sound"] = not problems
@@ -253,8 +256,9 @@ def format_report(r):
             f"(manifest included), {r.get('buffers')} out-of-band buffers")
         width = max([len(f["name"]) for f in r["files"]] + [4])
         for f in r["files"]:
+            hash_name = "blake3" if "blake3" in f else "sha256"
             add(f"               {f['name']:<{width}}  {_human(f['size']):>10}  "
-                f"sha256 {str(f['sha256'])[:12]}...  {f['status']}")
+                f"{hash_name} {str(f[hash_name])[:12]}...  {f['status']}")
     src = r.get("sources")
     if src:
         changed = src["changed"]

@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import _portal
-from _portal import checkpoint, signing
+from _portal import _blake3, checkpoint, signing
 from _portal.checkpoint import CheckpointError, SourceChanged, read_checkpoint, write_checkpoint
 from _portal.codeindex import CodeChanged, CodeRegistry, Recompiler
 from _portal.reducers import Unsaveable
@@ -99,14 +99,16 @@ FIELDS = {"script": "train.py", "argv": ["train.py", "--lr", "0.1"],
           "loop": {"file": "train.py", "line": 10, "iteration": 3}}
 
 
-def chunked_sha256(data, rec):
+def recorded_digest(data, rec):
     """A file's digest as docs/checkpoint-format.md defines it, computed here from
-    its bytes: sha256 of the whole file, or of its chunks' sha256 digests."""
+    its bytes: sha256 of the whole file, or (version 3) blake3 of its chunks'
+    blake3 digests (the module is checked against BLAKE3's published vectors in
+    test_checkpoint_blake3.py)."""
     if "chunk" not in rec:
         return hashlib.sha256(data).hexdigest()
     n = rec["chunk"]
-    return hashlib.sha256(b"".join(hashlib.sha256(data[i:i + n]).digest()
-                                   for i in range(0, len(data), n))).hexdigest()
+    return _blake3.digest(b"".join(_blake3.digest(data[i:i + n])
+                                   for i in range(0, len(data), n))).hex()
 
 
 def test_round_trip_and_layout(program):
@@ -120,7 +122,7 @@ def test_round_trip_and_layout(program):
     assert sorted(os.listdir(program.dir / "ck")) == ["job", "job.1"]
     gen = program.dir / "ck" / "job.1"
     text = (gen / "manifest.json").read_text()
-    assert text.lstrip("{\n ").startswith('"format_version": 2')
+    assert text.lstrip("{\n ").startswith('"format_version": 3')
     manifest = json.loads(text)
     assert manifest["format"] == "portal-checkpoint" and manifest["portal_version"]
     assert manifest["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
@@ -130,7 +132,8 @@ def test_round_trip_and_layout(program):
     total = os.path.getsize(gen / "manifest.json")
     for rel, rec in manifest["files"].items():
         data = (gen / rel).read_bytes()
-        assert len(data) == rec["size"] and chunked_sha256(data, rec) == rec["sha256"]
+        assert len(data) == rec["size"]
+        assert recorded_digest(data, rec) == rec["blake3" if "chunk" in rec else "sha256"]
         assert ("chunk" in rec) == rel.startswith("blobs/")
         total += rec["size"]
     assert info.total_bytes == manifest["total_bytes"] == total
@@ -187,7 +190,7 @@ def test_refuses_unknown_format_and_version(program):
     with pytest.raises(CheckpointError) as e:
         read(info.path)
     assert str(e.value) == (f"checkpoint format version 7 is not supported by portal "
-                            f"{checkpoint.PORTAL_VERSION} (supports 1, 2)")
+                            f"{checkpoint.PORTAL_VERSION} (supports 1, 2, 3)")
     _edit_manifest(info, format_version=1, format="other-format")
     with pytest.raises(CheckpointError, match="unknown format 'other-format'"):
         read(info.path)
@@ -221,8 +224,9 @@ def test_refuses_damaged_files_before_unpickling(program, damage):
             byte = f.read(1)
             f.seek(-1, 1)
             f.write(bytes([byte[0] ^ 0x40]))
-        rel = "blobs/0000.bin" if damage == "corrupted" else "state.pickle"
-        expected = f"checkpoint: {rel}: sha256 does not match the manifest (corrupted)"
+        rel, digest = ("blobs/0000.bin", "blake3") if damage == "corrupted" else \
+            ("state.pickle", "sha256")
+        expected = f"checkpoint: {rel}: {digest} does not match the manifest (corrupted)"
     elif damage == "manifest-missing":
         os.unlink(os.path.join(gen, "manifest.json"))
         expected = "checkpoint: manifest.json: missing (not a checkpoint, or an incomplete one)"

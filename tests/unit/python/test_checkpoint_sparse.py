@@ -1,7 +1,8 @@
-"""Sparse checkpoints and chunk digests (format version 2, python/_portal/checkpoint.py):
+"""Sparse checkpoints and chunk digests (format version 3, python/_portal/checkpoint.py):
 all-zero pages are holes in the pack files and are not read back; every chunk's
 digest is checked, a hole's too; damaged, holed, filled or truncated files are
-refused; version-1 checkpoints are still read.  Format: docs/checkpoint-format.md."""
+refused; version-1 and version-2 checkpoints are still read, and version 3 is
+refused by name where it cannot be verified.  Format: docs/checkpoint-format.md."""
 import ctypes
 import hashlib
 import json
@@ -12,7 +13,7 @@ import types
 import numpy as np
 import pytest
 
-from _portal import checkpoint, signing
+from _portal import _blake3, checkpoint, signing
 from _portal.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
 from _portal.codeindex import CodeRegistry
 
@@ -59,6 +60,13 @@ def chunked_sha256(data, chunk):
                                    for i in range(0, len(data), chunk))).hexdigest()
 
 
+def chunked_blake3(data, chunk):
+    """The version-3 digest of a pack file, computed here from its bytes (the
+    module is checked against BLAKE3's published vectors: test_checkpoint_blake3.py)."""
+    return _blake3.digest(b"".join(_blake3.digest(data[i:i + chunk])
+                                   for i in range(0, len(data), chunk))).hex()
+
+
 def sparse_array():
     """64 MiB of zeros with three touched pages, far apart."""
     a = np.zeros(64 * MIB, dtype=np.uint8)
@@ -78,7 +86,7 @@ def test_zero_pages_are_holes_and_read_back_as_zeros(tmp_path):
     assert stored_bytes(pack(tmp_path)) <= dense.nbytes + 3 * PAGE + 2 * PAGE + 64 * 1024
     with open(pack(tmp_path), "rb") as f:
         data = f.read()
-    assert files["blobs/0000.bin"]["sha256"] == chunked_sha256(data, checkpoint.CHUNK_BYTES)
+    assert files["blobs/0000.bin"]["blake3"] == chunked_blake3(data, checkpoint.CHUNK_BYTES)
     _, state = read(tmp_path)
     assert np.array_equal(state["sparse"], sparse) and np.array_equal(state["dense"], dense)
     assert np.array_equal(state["tail"], np.arange(10))
@@ -119,6 +127,8 @@ def test_untouched_zeros_cost_neither_disk_nor_memory(tmp_path):
 def test_the_digest_of_a_hole_chunk_is_that_of_zeros():
     for n in (1, PAGE, checkpoint.CHUNK_BYTES, checkpoint.CHUNK_BYTES - 17):
         assert checkpoint.zero_digest(n) == hashlib.sha256(bytes(n)).digest()
+        assert checkpoint.zero_digest(n, checkpoint.SHA256) == hashlib.sha256(bytes(n)).digest()
+        assert checkpoint.zero_digest(n, checkpoint.BLAKE3) == _blake3.digest(bytes(n))
 
 
 def refused(tmp_path, match):
@@ -131,7 +141,7 @@ def test_a_damaged_chunk_is_refused(tmp_path):
     with open(pack(tmp_path), "r+b") as f:
         f.seek(20 * MIB + 5)
         f.write(b"\xff")
-    refused(tmp_path, r"checkpoint: blobs/0000\.bin: sha256 does not match the manifest")
+    refused(tmp_path, r"checkpoint: blobs/0000\.bin: blake3 does not match the manifest")
 
 
 def test_data_written_into_a_hole_is_refused(tmp_path):
@@ -139,7 +149,7 @@ def test_data_written_into_a_hole_is_refused(tmp_path):
     with open(pack(tmp_path), "r+b") as f:
         f.seek(40 * MIB)
         f.write(b"\x01" * PAGE)
-    refused(tmp_path, r"checkpoint: blobs/0000\.bin: sha256 does not match the manifest")
+    refused(tmp_path, r"checkpoint: blobs/0000\.bin: blake3 does not match the manifest")
 
 
 def test_a_hole_punched_into_data_is_refused(tmp_path):
@@ -150,7 +160,7 @@ def test_a_hole_punched_into_data_is_refused(tmp_path):
     if r.returncode != 0:
         pytest.skip(f"fallocate --punch-hole is not supported here: {r.stderr.decode().strip()}")
     assert stored_bytes(pack(tmp_path)) < dense.nbytes
-    refused(tmp_path, r"checkpoint: blobs/0000\.bin: sha256 does not match the manifest")
+    refused(tmp_path, r"checkpoint: blobs/0000\.bin: blake3 does not match the manifest")
 
 
 def test_a_truncated_or_extended_pack_file_is_refused(tmp_path):
@@ -176,6 +186,7 @@ def test_a_version_1_checkpoint_is_still_read(tmp_path):
     manifest["format_version"] = 1
     for rel, rec in manifest["files"].items():
         if rec.pop("chunk", None) is not None:
+            del rec["blake3"]
             with open(pack(tmp_path), "rb") as f:
                 rec["sha256"] = hashlib.sha256(f.read()).hexdigest()
     resign(tmp_path, manifest)
@@ -187,13 +198,66 @@ def test_a_version_1_checkpoint_is_still_read(tmp_path):
     refused(tmp_path, r"checkpoint: blobs/0000\.bin: sha256 does not match the manifest")
 
 
+def as_version_2(parent):
+    """The checkpoint at ``parent`` re-recorded as the previous writer made it:
+    format version 2, pack files digested by sha256 chunks (re-signed)."""
+    manifest = manifest_of(parent)
+    assert manifest["format_version"] == 3
+    manifest["format_version"] = 2
+    for rel, rec in manifest["files"].items():
+        if "chunk" in rec:
+            del rec["blake3"]
+            with open(pack(parent, int(rel[6:10])), "rb") as f:
+                rec["sha256"] = chunked_sha256(f.read(), rec["chunk"])
+    resign(parent, manifest)
+
+
+def test_a_version_2_checkpoint_is_still_read(tmp_path):
+    dense = np.random.default_rng(3).integers(0, 255, 9 * MIB, dtype=np.uint8)
+    sparse = sparse_array()
+    write(tmp_path, {"dense": dense, "sparse": sparse})
+    as_version_2(tmp_path)
+    _, state = read(tmp_path)
+    assert resident_bytes(state["sparse"]) <= 3 * checkpoint.CHUNK_BYTES   # holes not read
+    assert np.array_equal(state["dense"], dense) and np.array_equal(state["sparse"], sparse)
+    with open(pack(tmp_path), "r+b") as f:             # and still verified, by sha256
+        f.seek(5 * MIB + 3)
+        f.write(b"\x07")
+    refused(tmp_path, r"checkpoint: blobs/0000\.bin: sha256 does not match the manifest")
+
+
+def test_a_version_3_checkpoint_is_refused_by_name_without_blake3(tmp_path, monkeypatch):
+    write(tmp_path, {"a": np.arange(1000)})
+    monkeypatch.setattr(checkpoint, "BLAKE3", checkpoint.ChunkHash("blake3", None))
+    refused(tmp_path, r"^checkpoint format version 3 \(pack files hashed with blake3\) needs "
+                      r"portal's native module _portal\._blake3, which this build of portal "
+                      r"\S+ lacks$")
+    with pytest.raises(CheckpointError, match=r"needs portal's native module _portal\._blake3"):
+        checkpoint.read_manifest(os.path.join(tmp_path, "job"))
+
+
+def test_a_digest_under_the_other_versions_name_is_refused(tmp_path):
+    write(tmp_path, {"a": np.arange(1000)})
+    manifest = manifest_of(tmp_path)
+    rec = manifest["files"]["blobs/0000.bin"]
+    rec["sha256"] = rec.pop("blake3")                 # version 3 must say blake3
+    resign(tmp_path, manifest)
+    refused(tmp_path, r"checkpoint: manifest\.json: corrupted \(bad entry for 'blobs/0000\.bin'\)")
+    manifest["format_version"] = 2                    # and version 2 sha256
+    rec["blake3"] = rec.pop("sha256")
+    resign(tmp_path, manifest)
+    refused(tmp_path, r"checkpoint: manifest\.json: corrupted \(bad entry for 'blobs/0000\.bin'\)")
+
+
 @pytest.mark.parametrize("version,chunk", [(1, 4 * MIB), (2, None), (2, 3 * MIB), (2, 1024),
-                                           (2, True)])
+                                           (2, True), (3, None), (3, 3 * MIB), (3, 1024)])
 def test_a_chunk_field_that_does_not_fit_the_version_is_refused(tmp_path, version, chunk):
     write(tmp_path, {"a": np.arange(1000)})
     manifest = manifest_of(tmp_path)
     manifest["format_version"] = version
     rec = manifest["files"]["blobs/0000.bin"]
+    if version < 3:                                   # the digest's name fits the version
+        rec["sha256"] = rec.pop("blake3")
     if chunk is None:
         del rec["chunk"]
     else:

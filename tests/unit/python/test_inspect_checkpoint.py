@@ -56,15 +56,19 @@ def test_a_sound_checkpoint(ck, capsys):
     assert r["sound"] is True and r["problems"] == []
     assert r["signature"] == "valid"
     assert r["directory"] == gen(ck) and r["path"] == ck.path
-    assert (r["format"], r["format_version"]) == ("portal-checkpoint", 2)
+    assert (r["format"], r["format_version"]) == ("portal-checkpoint", 3)
     assert r["python"]["version"] == ".".join(map(str, sys.version_info[:3]))
     for field in ("job", "script", "argv", "loop", "frames"):
         assert r[field] == FIELDS[field]
     assert r["error"] == {"type": "MemoryError", "message": "oom", "file": "/src/train.py", "line": 9}
     assert r["total_bytes"] == ck.total_bytes and r["buffers"] == 2
     assert r["files"] == [
-        {"name": rel, "size": rec["size"], "recorded_size": rec["size"], "sha256": rec["sha256"],
+        {"name": rel, "size": rec["size"], "recorded_size": rec["size"],
+         **{h: rec[h] for h in ("sha256", "blake3") if h in rec},
          "status": "ok"} for rel, rec in sorted(ck.manifest["files"].items())]
+    # pack files of version 3 are digested by blake3 chunks, state.pickle by sha256
+    assert {rel: "blake3" in rec for rel, rec in ck.manifest["files"].items()} == {
+        rel: rel.startswith("blobs/") for rel in ck.manifest["files"]}
     assert r["sources"] == {"files": 0, "changed": []}
     # The job directory stands for its checkpoint.
     assert inspect(os.path.dirname(ck.path))["directory"] == gen(ck)
@@ -98,7 +102,7 @@ def _corrupt_both(info):
             byte = f.read(1)
             f.seek(10)
             f.write(bytes([byte[0] ^ 1]))
-    return ("checkpoint: blobs/0000.bin: sha256 does not match the manifest (corrupted)",
+    return ("checkpoint: blobs/0000.bin: blake3 does not match the manifest (corrupted)",
             {"blobs/0000.bin": "corrupted", "state.pickle": "corrupted"})
 
 
