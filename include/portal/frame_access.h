@@ -81,6 +81,10 @@ int portal_iframe_nlocalsplus(portal_iframe *f);
 /* Slot i of localsplus: locals first, then the value stack.  Borrowed; NULL for an
  * empty slot.  The caller keeps i below the frame's valid extent. */
 PyObject *portal_iframe_slot(portal_iframe *f, int i);
+/* False when slot i holds no object but a tagged integer (3.14+: the instruction
+ * offset an exception handler entry with `lasti` pushes), which portal_iframe_slot
+ * cannot give; always true before 3.14. */
+int portal_iframe_slot_is_object(portal_iframe *f, int i);
 /* Slot count up to the top of the value stack when it is known (a frame suspended
  * in an inlined call or a suspended generator), else -1. */
 int portal_iframe_stacktop(portal_iframe *f);
@@ -89,7 +93,7 @@ int portal_iframe_is_entry(portal_iframe *f);
 /* The function being run (borrowed; NULL for module and class bodies). */
 PyObject *portal_iframe_function(portal_iframe *f);
 /* CPython's PyFrameState values, which differ between versions (3.11: created -2,
- * suspended -1; 3.13: created -3, suspended -2, suspended in `yield from`/await -1):
+ * suspended -1; 3.13 and 3.14: created -3, suspended -2, suspended in `yield from`/await -1):
  * compare a state only with these (exported to Python as _frames.FRAME_*). */
 typedef struct portal_frame_states {
     int created;

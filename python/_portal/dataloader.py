@@ -265,7 +265,11 @@ def reducers():
     if _DATALOADER not in sys.modules:
         return {}
     import itertools
-    return {itertools.cycle: reduce_cycle, itertools.chain: reduce_chain}
+    # Both start from the type's own __reduce__, which CPython 3.14 removed: there
+    # pickle refuses them and the capture declines, naming the object.
+    return {cls: reduce for cls, reduce in ((itertools.cycle, reduce_cycle),
+                                            (itertools.chain, reduce_chain))
+            if "__reduce__" in vars(cls)}
 
 
 def subclass_reducers():

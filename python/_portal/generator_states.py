@@ -53,7 +53,9 @@ def _types():
         globals_.append(torch.default_generator)
         opaque.append(torch.Tensor)
     itertools = sys.modules.get("itertools")
-    if itertools is not None:   # its position past the first pass is its own (dataloader.py)
+    # its position past the first pass is its own (dataloader.py); read through its
+    # __reduce__, which CPython 3.14 removed (a cycle there is not saved at all)
+    if itertools is not None and "__reduce__" in vars(itertools.cycle):
         kinds.append(itertools.cycle)
     return tuple(kinds), {id(g) for g in globals_ if g is not None}, tuple(opaque)
 

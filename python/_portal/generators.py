@@ -68,9 +68,28 @@ def _rb_finished_generator(function):
     return gen
 
 
+def _rb_finished_of_code(code, name, qualname):
+    """A finished generator of `code`, for one whose frame no longer names its
+    function (3.14 clears it when the generator finishes): a function of that code
+    (empty globals, empty cells: nothing of it runs but the cell set-up before
+    RETURN_GENERATOR) makes it, closed at once; its names are the saved one's."""
+    cells = tuple(types.CellType() for _ in code.co_freevars)
+    function = types.FunctionType(code, {}, name, None, cells or None)
+    gen = _new(function)
+    gen.close()
+    gen.__name__, gen.__qualname__ = name, qualname
+    return gen
+
+
+def _finished(state):
+    return state != CREATED and state != RUNNING and state not in SUSPENDED_STATES
+
+
 def reduce_generator(gen):
     state, lasti, nlocalsplus, stacktop, function = _frames.gen_info(gen)
     if not isinstance(function, types.FunctionType):
+        if _finished(state):
+            return _rb_finished_of_code, (gen.gi_code, gen.__name__, gen.__qualname__)
         raise TypeError(f"cannot save generator {gen.__qualname__}: its function is unknown")
     if state == RUNNING:
         return _rb_fresh_generator, (function,)

@@ -1,4 +1,4 @@
-"""The loop handlers' re-raise leaves the frame where python would (CPython 3.11, 3.13).
+"""The loop handlers' re-raise leaves the frame where python would (CPython 3.11, 3.13, 3.14).
 
 A frame that an exception leaves stops on the instruction it was at: its line is
 what `frame.f_lineno` says in the 'return' event of a trace or profile function,
@@ -13,7 +13,8 @@ the instrumenter's handler (instrument.py)::
     CLEANUP: COPY 3; POP_EXCEPT; RERAISE 1          (entered with lasti pushed)
 
 (3.13: POP_JUMP_IF_FALSE; no PRECALL, `CALL n` alone; at module and class level
-the PUSH_NULL comes after the LOAD_NAME of the rescue.  The version's facts are
+the PUSH_NULL comes after the LOAD_NAME of the rescue.  3.14: NOT_TAKEN after the
+jump, LOAD_SMALL_INT for a small int argument, lasti pushed as a tagged integer.  The version's facts are
 read from the bytecode layer's tables: bytecode/tables.py.)
 
 re-raises from its own line-less instructions: the frame ends on them, f_lineno
@@ -47,7 +48,11 @@ _PUSH_EXC_INFO = _OP["PUSH_EXC_INFO"]
 _LOAD_GLOBAL = _OP["LOAD_GLOBAL"]
 _LOAD_NAME = _OP["LOAD_NAME"]
 _PUSH_NULL = _OP["PUSH_NULL"]
-_LOAD_CONST = _OP["LOAD_CONST"]
+# The loads of a constant argument (3.14: LOAD_SMALL_INT too, for 0..255).
+_CONSTANT_LOADS = frozenset(_OP[name] for name in T.CONSTANT_LOADS)
+# 3.14 puts NOT_TAKEN after each conditional jump (a no-op for branch events):
+# left out of the instruction list, so the handler has 3.13's shape.
+_NOT_TAKEN = _OP.get("NOT_TAKEN")
 _CHECK_EXC_MATCH = _OP["CHECK_EXC_MATCH"]
 # The match's jump to the no-match RERAISE (3.11: POP_JUMP_FORWARD_IF_FALSE).
 _POP_JUMP_IF_FALSE = _OP[T.JUMP_IF_FALSE]
@@ -129,7 +134,7 @@ def encode_table(entries):
 # --- instructions -------------------------------------------------------------------
 
 def _instructions(co_code):
-    """[(offset of the opcode, opcode, full argument)], caches skipped."""
+    """[(offset of the opcode, opcode, full argument)], caches and NOT_TAKEN skipped."""
     out, i, ext = [], 0, 0
     while i < len(co_code):
         op, arg = co_code[i], co_code[i + 1] | ext
@@ -138,7 +143,8 @@ def _instructions(co_code):
             i += 2
             continue
         ext = 0
-        out.append((i, op, arg))
+        if op != _NOT_TAKEN:
+            out.append((i, op, arg))
         i += 2 + 2 * _CACHES[op]
     return out
 
@@ -178,7 +184,7 @@ def _handler_at(instrs, k, names, rescue_name):
     if _name_loaded(instrs[head + 1], names) != "Exception":
         return None
     j = args
-    while j < len(instrs) and instrs[j][1] == _LOAD_CONST:
+    while j < len(instrs) and instrs[j][1] in _CONSTANT_LOADS:
         j += 1
     nargs = j - args
     ncall = len(_CALL_SEQUENCE)

@@ -135,6 +135,13 @@ PyObject *portal_iframe_slot(portal_iframe *f, int i)
     return f->localsplus[i];
 }
 
+int portal_iframe_slot_is_object(portal_iframe *f, int i)
+{
+    (void)f;
+    (void)i;
+    return 1; /* every slot holds an object pointer (or NULL) */
+}
+
 int portal_iframe_stacktop(portal_iframe *f)
 {
     return f->stacktop;

@@ -48,6 +48,13 @@ static PyObject *slots_list(portal_iframe *f, int start, int stop, PyObject *emp
         return NULL;
     }
     for (int i = start; i < stop; i++) {
+        if (!portal_iframe_slot_is_object(f, i)) {
+            Py_DECREF(list);
+            PyErr_Format(PyExc_ValueError,
+                         "slot %d holds a tagged integer (an exception handler's saved instruction "
+                         "offset), not an object: it cannot be saved", i);
+            return NULL;
+        }
         PyObject *v = portal_iframe_slot(f, i); /* borrowed */
         if (v == NULL) {
             v = empty;

@@ -189,10 +189,15 @@ def test_a_refused_resume_leaves_the_job_suspended(corpus, options, status, says
 def test_inside_a_library_loop_called_at_top_level_is_not_rescued(corpus):
     encoder = origin_of("json.encoder")   # the interpreter's own json
     # `if first:`, the first statement of _iterencode_list's `for value in lst:` (line 298
-    # in 3.11 and 3.13); library_loop.py calls json.dump, which runs that Python loop
-    # (json.dumps runs the C encoder in 3.13, with an indent too)
-    JSON_LIST_LOOP_LINE = line_in_function(encoder, "def _iterencode_list(", "for value in lst:") + 1
-    assert encoder.read_text().splitlines()[JSON_LIST_LOOP_LINE - 1].strip() == "if first:"
+    # in 3.11 and 3.13; 3.14: `if i:` of `for i, value in enumerate(lst):`, line 299);
+    # library_loop.py calls json.dump, which runs that Python loop (json.dumps runs the
+    # C encoder in 3.13, with an indent too)
+    source = encoder.read_text().splitlines()
+    header, first = (("for i, value in enumerate(lst):", "if i:")
+                     if any(line.strip() == "for i, value in enumerate(lst):" for line in source)
+                     else ("for value in lst:", "if first:"))
+    JSON_LIST_LOOP_LINE = line_in_function(encoder, "def _iterencode_list(", header) + 1
+    assert source[JSON_LIST_LOOP_LINE - 1].strip() == first
     r = run([PORTAL_RUN, "library_loop.py"], corpus,
             PORTAL_FAKE_OOM=f"json/encoder.py:{JSON_LIST_LOOP_LINE}@5")
     assert r.returncode == 1, r.stderr

@@ -131,12 +131,12 @@ class Info:
         self.handler = handler
         # successors by normal flow: (index, jumped)
         succ: List[Tuple[Tuple[int, bool], ...]] = []
-        terminal, unconditional = T.TERMINAL, T.UNCONDITIONAL
+        terminal, unconditional, not_jumps = T.TERMINAL, T.UNCONDITIONAL, T.NOT_JUMPS
         for k, ins in enumerate(instrs):
             op = ins.opcode
             if op in terminal:
                 succ.append(())
-            elif ins.target is not None:
+            elif ins.target is not None and op not in not_jumps:
                 t = index.get(ins.target)
                 if t is None:
                     raise CodeMapError(f"{code.co_name}: jump from {ins.offset} "

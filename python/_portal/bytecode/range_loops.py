@@ -83,9 +83,9 @@ def range_start(code: types.CodeType, for_iter: int) -> Optional[Tuple[str, int]
             return None
     else:
         load = instrs[i]
-        if load.opname != "LOAD_CONST" or depths[i] != base + _CALLABLE_SLOTS:
+        is_constant, start = T.constant(code, load)
+        if not is_constant or depths[i] != base + _CALLABLE_SLOTS:
             return None
-        start = code.co_consts[load.arg]
         if type(start) is not int:
             return None
         if not _above(info, depths, i + 1, first, base + _CALLABLE_SLOTS + 1):

@@ -90,12 +90,12 @@ def _scan_rescue_calls(info: Info) -> Dict[int, List[Tuple[int, int]]]:
         if name != RESCUE_NAME:
             continue
         j = _const_args(info, k)
-        if j >= n or instrs[j].opname != "LOAD_CONST":
+        if j >= n:
             continue
-        value = code.co_consts[instrs[j].arg]
-        if type(value) is not int:
+        is_constant, value = T.constant(code, instrs[j])
+        if not is_constant or type(value) is not int:
             continue
-        while j < n and instrs[j].opname == "LOAD_CONST":
+        while j < n and instrs[j].opname in T.CONSTANT_LOADS:
             j += 1
         if j + len(seq) <= n and all(instrs[j + i].opname == s for i, s in enumerate(seq)):
             out.setdefault(value, []).append((k, j + len(seq) - 1))
@@ -266,10 +266,9 @@ def _body_span(info: Info, load_k: int, call_k: int):
     j = _const_args(info, load_k) + 1       # the argument after the loop's line
     if j >= call_k:
         return None
-    c = info.instrs[j]
-    if c.opname != "LOAD_CONST":
+    is_constant, value = T.constant(info.code, info.instrs[j])
+    if not is_constant:
         return None
-    value = info.code.co_consts[c.arg]
     if (type(value) is tuple and len(value) == _SPAN_FIELDS
             and all(type(v) is int for v in value)):
         return value
@@ -341,7 +340,9 @@ def _while_site(info: Info, loop_line: int, call_k: int, handler: int, depth: in
 # Slots of a call below its arguments: 3.11 [NULL, callable] or [method, self];
 # 3.13 [callable, self_or_null].
 _CALLABLE_SLOTS = 2
-# CALL_FUNCTION_EX: the two callable slots, the args tuple, the kwargs dict if oparg & 1.
+# CALL_FUNCTION_EX: the two callable slots, the args tuple, then the kwargs dict's
+# slot where the version has one (tables.T.call_ex_kwargs_slot: 3.11/3.13 oparg & 1;
+# 3.14 always, NULL when there are none).
 _CALL_EX_SLOTS = 3
 # 3.13's CALL_KW: the keyword names' tuple on top of the arguments.
 _KW_NAMES_SLOT = 1
@@ -371,9 +372,9 @@ def call_site(code: types.CodeType, lasti: int) -> CallSite:
     dlist = stack.depths(info)
     if ins.opname == "CALL_FUNCTION_EX":
         d = _reachable(info, dlist, k)
-        n = _CALL_EX_SLOTS + (ins.arg & 1)
-        return CallSite("call_ex", ins.offset, ins.offset, d, d - n, 0, (), n,
-                        bool(ins.arg & 1))
+        kwargs = T.call_ex_kwargs_slot(ins.arg)
+        n = _CALL_EX_SLOTS + kwargs
+        return CallSite("call_ex", ins.offset, ins.offset, d, d - n, 0, (), n, kwargs)
     if ins.opname == "FOR_ITER":
         d = _reachable(info, dlist, k)
         return CallSite("for_iter", ins.offset, ins.offset, d, d - 1, 0, (), 1, False)
@@ -468,10 +469,12 @@ def _find_withs(info: Info):
     instrs = info.instrs
     n = len(instrs)
     shape = T.WITH_HANDLER
+    enter = T.WITH_ENTER            # 3.11/3.13: BEFORE_WITH; 3.14: COPY 1 ... CALL 0
     for k, ins in enumerate(instrs):
-        if ins.opname != "BEFORE_WITH" or k + 1 >= n:
+        if ins.opname != enter[0] or k + len(enter) >= n or \
+                any(instrs[k + i].opname != s for i, s in enumerate(enter)):
             continue
-        e = info.handler[k + 1]
+        e = info.handler[k + len(enter)]
         if e is None:
             continue
         h = info.index.get(e.target)

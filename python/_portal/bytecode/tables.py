@@ -1,13 +1,13 @@
 """The one door to the per-version bytecode tables.
 
-`T` is the table module of the running CPython (v311.py, v313.py), chosen by
+`T` is the table module of the running CPython (v311.py, v313.py, v314.py), chosen by
 sys.version_info; a version no table was checked for is refused here, in one
 line, before anything reads bytecode it does not know.
 """
 import sys
 
 # The versions whose tables exist and were checked against their own dis.
-SUPPORTED = ((3, 11), (3, 13))
+SUPPORTED = ((3, 11), (3, 13), (3, 14))
 
 
 class UnsupportedPython(ImportError):
@@ -20,6 +20,8 @@ def _select(version):
         from _portal.bytecode import v311 as table
     elif key == (3, 13):
         from _portal.bytecode import v313 as table
+    elif key == (3, 14):
+        from _portal.bytecode import v314 as table
     else:
         names = ", ".join("%d.%d" % v for v in SUPPORTED)
         raise UnsupportedPython(

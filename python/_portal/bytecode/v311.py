@@ -18,6 +18,8 @@ CACHES = tuple(opcode._inline_cache_entries)
 HASJREL = frozenset(opcode.hasjrel)
 HASJABS = frozenset(opcode.hasjabs)     # none in 3.11; kept for completeness
 BACKWARD = frozenset(op for op in opcode.hasjrel if "JUMP_BACKWARD" in OPNAME[op])
+# Instructions with a jump target that never jump there (3.14's END_ASYNC_FOR): none.
+NOT_JUMPS = frozenset()
 UNCONDITIONAL = frozenset(OPMAP[n] for n in (
     "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"))
 TERMINAL = frozenset(OPMAP[n] for n in ("RETURN_VALUE", "RAISE_VARARGS", "RERAISE"))
@@ -181,6 +183,30 @@ def callable_of(operands, null, kind):
     if operands[0] is not null and kind == "call":
         return operands[0]          # [method, self]
     return operands[1]              # [NULL, callable]; call_ex: [NULL, callable]
+
+
+# -- constants -------------------------------------------------------------------------
+
+_LOAD_CONST = OPMAP["LOAD_CONST"]
+CONSTANT_LOADS = frozenset(("LOAD_CONST",))
+_NO_CONSTANT = (False, None)
+
+
+def constant(code, ins):
+    """(True, value) when `ins` pushes a constant (LOAD_CONST), else (False, None)."""
+    if ins.opcode == _LOAD_CONST:
+        return True, code.co_consts[ins.arg]
+    return _NO_CONSTANT
+
+
+def call_ex_kwargs_slot(arg) -> bool:
+    """Does CALL_FUNCTION_EX `arg` take a **kwargs dict slot (its low bit)?"""
+    return bool(arg & 1)
+
+
+# The instructions that enter a with statement's block, the manager on top of the
+# stack before the first; the block's handler covers the one after the last.
+WITH_ENTER = ("BEFORE_WITH",)
 
 
 # The forward conditional jump an `except E:` clause takes when E does not match.

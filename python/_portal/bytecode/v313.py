@@ -37,6 +37,8 @@ CACHES = tuple(opcode._inline_cache_entries.get(OPNAME[op], 0) for op in range(_
 HASJREL = frozenset(op for op in opcode.hasjrel if op < _REAL)
 HASJABS = frozenset(op for op in getattr(opcode, "hasjabs", ()) if op < _REAL)
 BACKWARD = frozenset(OPMAP[n] for n in ("JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"))
+# Instructions with a jump target that never jump there (3.14's END_ASYNC_FOR): none.
+NOT_JUMPS = frozenset()
 UNCONDITIONAL = frozenset(OPMAP[n] for n in (
     "JUMP_FORWARD", "JUMP_BACKWARD", "JUMP_BACKWARD_NO_INTERRUPT"))
 TERMINAL = frozenset(OPMAP[n] for n in (
@@ -202,6 +204,30 @@ def callable_of(operands, null, kind):
     """The object a call calls, from its two slots below the arguments: always the
     first ([callable, self_or_null]; call_ex: [func, NULL])."""
     return operands[0]
+
+
+# -- constants -------------------------------------------------------------------------
+
+_LOAD_CONST = OPMAP["LOAD_CONST"]
+CONSTANT_LOADS = frozenset(("LOAD_CONST",))
+_NO_CONSTANT = (False, None)
+
+
+def constant(code, ins):
+    """(True, value) when `ins` pushes a constant (LOAD_CONST), else (False, None)."""
+    if ins.opcode == _LOAD_CONST:
+        return True, code.co_consts[ins.arg]
+    return _NO_CONSTANT
+
+
+def call_ex_kwargs_slot(arg) -> bool:
+    """Does CALL_FUNCTION_EX `arg` take a **kwargs dict slot (its low bit)?"""
+    return bool(arg & 1)
+
+
+# The instructions that enter a with statement's block, the manager on top of the
+# stack before the first; the block's handler covers the one after the last.
+WITH_ENTER = ("BEFORE_WITH",)
 
 
 # The forward conditional jump an `except E:` clause takes when E does not match.

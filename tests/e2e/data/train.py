@@ -89,4 +89,7 @@ def main():
     log.info("done")
 
 
-main()
+# The usual idiom: CPython 3.14 starts DataLoader workers by forkserver (its new
+# default on Linux), which imports this file again in each worker as __mp_main__.
+if __name__ == "__main__":
+    main()

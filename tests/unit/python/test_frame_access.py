@@ -29,6 +29,8 @@ EXPECTED_STATES = {
                   FRAME_EXECUTING=0, FRAME_COMPLETED=1, FRAME_CLEARED=4),
     (3, 13): dict(FRAME_CREATED=-3, FRAME_SUSPENDED=-2, FRAME_SUSPENDED_YIELD_FROM=-1,
                   FRAME_EXECUTING=0, FRAME_COMPLETED=1, FRAME_CLEARED=4),
+    (3, 14): dict(FRAME_CREATED=-3, FRAME_SUSPENDED=-2, FRAME_SUSPENDED_YIELD_FROM=-1,
+                  FRAME_EXECUTING=0, FRAME_COMPLETED=1, FRAME_CLEARED=4),
 }
 
 
@@ -395,16 +397,28 @@ def test_cancelling_the_resume_puts_back_the_function_in_place(probe):
             probe.remove()
 
 
+def _dynamo_run_as_is():
+    """What a Dynamo callback returns to run a frame as it is and skip its code from
+    then on: torch 2.6, None; later torch (2.14), a default ConvertFrameReturn (a
+    None there is an AttributeError inside Dynamo's C frame evaluation)."""
+    try:
+        from torch._dynamo.types import ConvertFrameReturn
+    except ImportError:
+        return None
+    return ConvertFrameReturn()
+
+
 def test_the_hook_chains_to_torch_dynamo_and_puts_it_back():
     try:
         from torch._C._dynamo import eval_frame
     except ImportError:
         pytest.skip("torch 2.x's Dynamo is not installed (Debian 12's torch 1.13 has none)")
     seen = []
+    run_as_is = _dynamo_run_as_is()
 
-    def callback(frame, *rest):  # Dynamo's callback: None runs the frame as it is
+    def callback(frame, *rest):  # Dynamo's callback: its "skip" runs the frame as it is
         seen.append(frame.f_code.co_name)
-        return None
+        return run_as_is
 
     previous = eval_frame.set_eval_frame(callback)
     try:
