@@ -112,6 +112,8 @@ log="$OUT/gpu-build.log"
 start=$(date +%s)
 
 [ -d "$deps/include" ] || die "build-gpu-deps/ is missing: run 'bash tests/gpu/run.sh --prepare' on a developer's machine and carry build-gpu-deps"
+# CMake and ninja may be the venv's own (pip packages) beside its python.
+PATH="$PATH:$(dirname "$py")"
 for tool in cmake c++ cc; do
   command -v "$tool" >/dev/null || die "$tool is not on PATH"
 done
