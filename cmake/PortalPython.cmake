@@ -17,7 +17,7 @@
 
 # The CPython versions whose frame layout src/native/frame_access.c has been checked
 # against (the one list; a version added here needs its frame_access_3XX.c).
-set(PORTAL_SUPPORTED_PYTHONS 3.11 3.13 3.14)
+set(PORTAL_SUPPORTED_PYTHONS 3.11 3.12 3.13 3.14)
 
 set(PORTAL_PYTHON "/usr/bin/python3" CACHE FILEPATH "Interpreter Portal runs programs with")
 set(PORTAL_PYTHONS "" CACHE STRING

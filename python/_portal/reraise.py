@@ -1,4 +1,4 @@
-"""The loop handlers' re-raise leaves the frame where python would (CPython 3.11, 3.13, 3.14).
+"""The loop handlers' re-raise leaves the frame where python would (CPython 3.11-3.14).
 
 A frame that an exception leaves stops on the instruction it was at: its line is
 what `frame.f_lineno` says in the 'return' event of a trace or profile function,
@@ -12,7 +12,7 @@ the instrumenter's handler (instrument.py)::
     NO: RERAISE 0
     CLEANUP: COPY 3; POP_EXCEPT; RERAISE 1          (entered with lasti pushed)
 
-(3.13: POP_JUMP_IF_FALSE; no PRECALL, `CALL n` alone; at module and class level
+(3.12: POP_JUMP_IF_FALSE; no PRECALL, `CALL n` alone.  3.13 as 3.12, and at module and class level
 the PUSH_NULL comes after the LOAD_NAME of the rescue.  3.14: NOT_TAKEN after the
 jump, LOAD_SMALL_INT for a small int argument, lasti pushed as a tagged integer.  The version's facts are
 read from the bytecode layer's tables: bytecode/tables.py.)
@@ -59,8 +59,8 @@ _POP_JUMP_IF_FALSE = _OP[T.JUMP_IF_FALSE]
 _POP_TOP = _OP["POP_TOP"]
 # The rescue call's instructions after its arguments, each with the argument count.
 _CALL_SEQUENCE = tuple(_OP[name] for name in T.CALL_SEQUENCE)
-# Where the NULL under (3.11) or over (3.13) the rescue callable is pushed at module level.
-_NULL_BEFORE_NAME = T.CALL_PROTOCOL == "precall"
+# Where the NULL under (3.11, 3.12) or over (3.13) the rescue callable is pushed at module level.
+_NULL_BEFORE_NAME = T.CALL_PROTOCOL in ("precall", "kw_names")
 _RAISE_VARARGS = _OP["RAISE_VARARGS"]
 _RERAISE = _OP["RERAISE"]
 _COPY = _OP["COPY"]

@@ -28,6 +28,11 @@ from _portal.state import EMPTY
 
 def _apply_process_state(process):
     os.chdir(process.cwd)
+    # The device map is the resuming process's (portal resume --device-map), not the
+    # job's: pinned before the job's environment replaces it, so that the CUDA
+    # generators the plug-ins restore below go where the tensors went.
+    from _portal import torch_state
+    torch_state.pin_device_map(os.environ)
     os.environ.clear()
     os.environ.update(process.environ)
     sys.argv[:] = process.argv

@@ -518,5 +518,19 @@ def parse_device_map(text):
     return out
 
 
-def _map_device(index, environ=os.environ):
+#: The resuming process's PORTAL_DEVICE_MAP (``portal resume --device-map``), pinned
+#: by restore.py before the job's own environment replaces the process's: the CUDA
+#: generators are restored after that (``restore_process``), and must be mapped as
+#: the tensors were.  Empty until pinned (then os.environ is read).
+_PINNED_DEVICE_MAP = {}
+
+
+def pin_device_map(environ=os.environ):
+    """Fix the device map to `environ`'s PORTAL_DEVICE_MAP for the rest of the process."""
+    _PINNED_DEVICE_MAP["PORTAL_DEVICE_MAP"] = environ.get("PORTAL_DEVICE_MAP")
+
+
+def _map_device(index, environ=None):
+    if environ is None:
+        environ = _PINNED_DEVICE_MAP or os.environ
     return parse_device_map(environ.get("PORTAL_DEVICE_MAP")).get(index, index)

@@ -15,10 +15,12 @@
 #define PORTAL_FRAME_ACCESS_DISPATCH 1
 #if PY_MAJOR_VERSION == 3 && PY_MINOR_VERSION == 11
 #include "frame_access_311.c"
+#elif PY_MAJOR_VERSION == 3 && PY_MINOR_VERSION == 12
+#include "frame_access_312.c"
 #elif PY_MAJOR_VERSION == 3 && PY_MINOR_VERSION == 13
 #include "frame_access_313.c"
 #elif PY_MAJOR_VERSION == 3 && PY_MINOR_VERSION == 14
 #include "frame_access_314.c"
 #else
-#error "portal: the frame layout of this CPython version has not been checked (checked: 3.11, 3.13, 3.14); see frame_access.c"
+#error "portal: the frame layout of this CPython version has not been checked (checked: 3.11, 3.12, 3.13, 3.14); see frame_access.c"
 #endif

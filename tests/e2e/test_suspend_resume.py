@@ -123,6 +123,7 @@ def if_range_counts(iteration: int) -> Optional[int]:
 # 3.11 counts the C-level call of __init__ by the class too, 3.12+ Python frames only.
 RECURSION_DEPTH_LINES = {
     (3, 11): {"f": "f 2 5 996", "init": "init 2 ('6', 995)", "method": "method 2 5 1992"},
+    (3, 12): {"f": "f 2 4 996", "init": "init 2 ('4', 996)", "method": "method 2 4 1992"},
     (3, 13): {"f": "f 2 4 996", "init": "init 2 ('4', 996)", "method": "method 2 4 1992"},
     # measured: python3.14 recursion_depth.py in the forky root prints 3.13's lines
     (3, 14): {"f": "f 2 4 996", "init": "init 2 ('4', 996)", "method": "method 2 4 1992"},

@@ -337,8 +337,8 @@ def _while_site(info: Info, loop_line: int, call_k: int, handler: int, depth: in
 # --------------------------------------------------------------------------
 # callers
 
-# Slots of a call below its arguments: 3.11 [NULL, callable] or [method, self];
-# 3.13 [callable, self_or_null].
+# Slots of a call below its arguments: 3.11 and 3.12 [NULL, callable] or [method,
+# self]; 3.13 [callable, self_or_null].
 _CALLABLE_SLOTS = 2
 # CALL_FUNCTION_EX: the two callable slots, the args tuple, then the kwargs dict's
 # slot where the version has one (tables.T.call_ex_kwargs_slot: 3.11/3.13 oparg & 1;
@@ -355,7 +355,8 @@ def call_site(code: types.CodeType, lasti: int) -> CallSite:
     of CALL; a call made through C leaves it on CALL or on PRECALL (specialised
     PRECALLs call builtins themselves). The resume point is the PRECALL, or the
     KW_NAMES before it (KW_NAMES keeps the keyword names in a C local that must
-    be set again).  3.13: f_lasti is on the CALL or CALL_KW (instr_ptr is the
+    be set again).  3.12: the same without PRECALL: the CALL, or the KW_NAMES
+    before it.  3.13: f_lasti is on the CALL or CALL_KW (instr_ptr is the
     running instruction), whose operands are all on the stack (the keyword
     names' tuple too): the call instruction is the resume point.
 
@@ -378,8 +379,8 @@ def call_site(code: types.CodeType, lasti: int) -> CallSite:
     if ins.opname == "FOR_ITER":
         d = _reachable(info, dlist, k)
         return CallSite("for_iter", ins.offset, ins.offset, d, d - 1, 0, (), 1, False)
-    if T.CALL_PROTOCOL == "precall":
-        site = _call_site_precall(info, dlist, k)
+    if T.CALL_PROTOCOL in ("precall", "kw_names"):
+        site = _call_site_kw_names(info, dlist, k)
     else:
         site = _call_site_call_kw(info, dlist, k)
     if site is None:
@@ -395,17 +396,19 @@ def _reachable(info: Info, dlist, k: int) -> int:
     return d
 
 
-def _call_site_precall(info: Info, dlist, k: int) -> Optional[CallSite]:
-    """3.11: PRECALL n, CALL n; KW_NAMES before them for keyword arguments."""
+def _call_site_kw_names(info: Info, dlist, k: int) -> Optional[CallSite]:
+    """3.11: PRECALL n, CALL n; 3.12: CALL n alone (T.CALL_SEQUENCE); KW_NAMES
+    before them for keyword arguments."""
     code = info.code
     ins = info.instrs[k]
-    if ins.opname == "CALL":
+    first = T.CALL_SEQUENCE[0]
+    if ins.opname == "CALL" and first == "PRECALL":
         if k == 0 or info.instrs[k - 1].opname != "PRECALL":
             raise CodeMapError(f"CALL at {ins.offset} without PRECALL")
         call_k = k
         k -= 1
-    elif ins.opname == "PRECALL":
-        call_k = k + 1
+    elif ins.opname == first:
+        call_k = k + len(T.CALL_SEQUENCE) - 1
     else:
         return None
     pre = info.instrs[k]
@@ -545,7 +548,7 @@ def _manager(info: Info, k: int):
     if not (null or method):
         return None
     # A call: ARGS, then the version's call instructions right before BEFORE_WITH
-    # (3.11: [KW_NAMES] PRECALL n, CALL n; 3.13: CALL n, or LOAD_CONST names,
+    # (3.11: [KW_NAMES] PRECALL n, CALL n; 3.12: [KW_NAMES] CALL n; 3.13: CALL n, or LOAD_CONST names,
     # CALL_KW n); the arguments never reach below the callable's two slots.
     call = instrs[k - 1]
     if call.opname not in ("CALL", "CALL_KW"):

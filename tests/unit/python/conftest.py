@@ -10,13 +10,13 @@ import pytest
 
 
 # The CPython versions Portal is built for (PORTAL_SUPPORTED_PYTHONS, cmake/PortalPython.cmake).
-SUPPORTED_PYTHONS = ((3, 11), (3, 13), (3, 14))
+SUPPORTED_PYTHONS = ((3, 11), (3, 12), (3, 13), (3, 14))
 
 
 @pytest.fixture(autouse=True, scope="session")
 def _only_debian_python():
     assert sys.version_info[:2] in SUPPORTED_PYTHONS, \
-        "run the tests with Debian's /usr/bin/python3 (3.11; 3.13 in a Debian 13 root; 3.14 in a Debian testing root)"
+        "run the tests with Debian's /usr/bin/python3 (3.11; 3.13 in a Debian 13 root; 3.14 in a Debian testing root; 3.12 built from source)"
 
 
 @pytest.fixture(autouse=True, scope="session")

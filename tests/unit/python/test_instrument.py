@@ -1022,7 +1022,7 @@ def test_encodings_honoured():
 def test_warnings_once_and_as_errors(recwarn):
     src = b"def f(x):\n    for i in x:\n        if i is 1:\n            pass\n"
     compile_user_source(src, "w.py")
-    said = ('"is" with a literal. Did you mean "=="?' if sys.version_info < (3, 13)
+    said = ('"is" with a literal. Did you mean "=="?' if sys.version_info < (3, 12)
             else '"is" with \'int\' literal. Did you mean "=="?')
     assert [str(w.message) for w in recwarn.list] == [said]
     with warnings.catch_warnings():
