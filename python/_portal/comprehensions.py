@@ -12,10 +12,23 @@ its stack) — zero cost at run time, as exception tables are, but not done.  So
 an error inside one is rescued at the loop statement around it, which runs its
 iteration again from the start, the comprehension with it; passed_over() says
 so in the suspend message.
+
+From CPython 3.12 on (PEP 709) list, set and dict comprehensions are inlined: no
+frame of their own, their loop runs in the enclosing function's.  There the
+comprehension is found from the instruction the error passed through in that
+frame: its source position (co_positions) lies inside a ListComp, SetComp or
+DictComp of the file's syntax tree.  Generator expressions keep their frame.
 """
+import linecache
 
 KINDS = {"<listcomp>": "a list comprehension", "<setcomp>": "a set comprehension",
          "<dictcomp>": "a dict comprehension", "<genexpr>": "a generator expression"}
+
+
+# The syntax of the comprehensions CPython 3.12+ inlines, and what the message calls them.
+INLINED_KINDS = {"ListComp": "a list comprehension", "SetComp": "a set comprehension",
+                 "DictComp": "a dict comprehension"}
+CODE_UNIT = 2          # bytes of one instruction or cache entry: co_positions has one per unit
 
 
 def passed_over(exc, loop_frame, is_user_file):
@@ -27,12 +40,62 @@ def passed_over(exc, loop_frame, is_user_file):
     found = None
     while tb is not None:
         code = tb.tb_frame.f_code
-        if code.co_name in KINDS and is_user_file(code.co_filename):
-            found = (code, tb.tb_lineno)
+        if is_user_file(code.co_filename):
+            if code.co_name in KINDS:
+                found = (KINDS[code.co_name], code, tb.tb_lineno)
+            else:
+                kind = inlined_at(code, tb.tb_lasti)
+                if kind is not None:
+                    found = (kind, code, tb.tb_lineno)
         tb = tb.tb_next
     if found is None:
         return None
-    code, line = found
-    return (f"the error came from inside {KINDS[code.co_name]} at {code.co_filename}:{line}, which "
+    kind, code, line = found
+    return (f"the error came from inside {kind} at {code.co_filename}:{line}, which "
             f"Portal cannot resume at its item (its loop is inside an expression, which cannot be "
             f"wrapped): its partial result is dropped and it runs again whole, with the loop's iteration")
+
+
+def inlined_at(code, lasti):
+    """What the innermost list, set or dict comprehension of the source around the
+    instruction at byte offset `lasti` of `code` is called, or None: for the
+    comprehensions CPython 3.12+ inlines into the enclosing code (on 3.11 the
+    instruction there is the call of the comprehension's own function, whose
+    frame passed_over() finds first by name)."""
+    if lasti is None or lasti < 0:
+        return None
+    positions = list(code.co_positions())
+    index = lasti // CODE_UNIT
+    if index >= len(positions):
+        return None
+    line, end_line, col, end_col = positions[index]
+    if None in (line, end_line, col, end_col):
+        return None
+    kind = None
+    for node in _comprehensions(code.co_filename):
+        name, (first, last) = node
+        if first <= (line, col) and (end_line, end_col) <= last:
+            kind = INLINED_KINDS[name]     # _comprehensions lists outer ones first
+    return kind
+
+
+_TREES = {}    # filename -> [(node type name, ((line, col), (end line, end col)))]
+
+
+def _comprehensions(filename):
+    """The list, set and dict comprehensions of the file's source, outer before inner."""
+    if filename not in _TREES:
+        import ast      # only on the way to a suspension, never at start-up
+        found = []
+        try:
+            tree = ast.parse("".join(linecache.getlines(filename)), filename)
+        except (SyntaxError, ValueError):
+            tree = None
+        if tree is not None:
+            for node in ast.walk(tree):    # breadth first: outer comprehensions first
+                name = type(node).__name__
+                if name in INLINED_KINDS:
+                    found.append((name, ((node.lineno, node.col_offset),
+                                         (node.end_lineno, node.end_col_offset))))
+        _TREES[filename] = found
+    return _TREES[filename]
