@@ -20,11 +20,33 @@ read -r -a lanes <<<"${PORTAL_CI_LANES:-host}"
 [ ${#lanes[@]} -gt 0 ] || lanes=(host)
 
 fmt() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
+
+# The Debian roots are built (or found ready) in the background while the first lane
+# runs: debootstrap waits on the archive and the disk more than on the CPU, and the
+# lanes would otherwise wait for it one after another.  debian-root.sh locks each
+# root, and each lane calls it again (a reuse: under a second), so a root that
+# failed here fails, or skips, in its own lane with its own message.
+roots_log=$(mktemp -t portal-roots.XXXXXX)
+trap 'rm -f "$roots_log"' EXIT
+suites=()
+for lane in "${lanes[@]}"; do [ "$lane" = host ] || suites+=("$lane"); done
+roots_pid=
+if [ ${#suites[@]} -gt 0 ]; then
+  ( for suite in "${suites[@]}"; do bash "$here/scripts/debian-root.sh" "$suite" || true; done ) \
+    >"$roots_log" 2>&1 &
+  roots_pid=$!
+fi
+
 results=()
 failed=0; skipped=0; passed=0
 ci_started=$(date +%s)
 for lane in "${lanes[@]}"; do
   echo "==== lane $lane ====" >&2
+  if [ "$lane" != host ] && [ -n "$roots_pid" ]; then
+    wait "$roots_pid" || true
+    roots_pid=
+    cat "$roots_log" >&2
+  fi
   lane_started=$(date +%s)
   status=0
   bash "$here/scripts/lane.sh" "$lane" || status=$?

@@ -109,3 +109,17 @@ def test_ci_fails_on_a_failed_lane_and_not_on_a_skipped_one(fake):
     r = fake(TEST_SH, PORTAL_CI_LANES="trixie", FAKE_LANE="pass")
     assert r.returncode == 0 and r.stdout.splitlines()[-1].startswith("lanes: 1 passed, 0 failed")
 
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a Debian-root lane runs as root (chroot, mounts)")
+def test_ci_builds_every_root_before_the_first_lane_needs_one(fake):
+    # The roots are made in the background from the start (beside the host lane, when it
+    # runs first), so forky's debootstrap comes before trixie's suite, not after it.
+    r = fake(TEST_SH, PORTAL_CI_LANES="trixie forky", FAKE_LANE="pass")
+    assert r.returncode == 0, r.stdout + r.stderr
+    calls = fake.calls()
+    made = [i for i, line in enumerate(calls) if line.startswith("debootstrap ")]
+    suites = [i for i, line in enumerate(calls) if line.startswith("chroot ") and " ctest " in line]
+    assert len(made) == 2 and "forky" in calls[made[1]], calls
+    assert suites and made[1] < suites[0], calls
+    assert r.stdout.splitlines()[-1].startswith("lanes: 2 passed, 0 failed")
