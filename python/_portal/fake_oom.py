@@ -2,9 +2,9 @@
 
     PORTAL_FAKE_OOM=SPEC[,SPEC...]      SPEC = PATH_SUFFIX:LINE[@HIT][=KIND]
 
-When a statement that starts on line LINE of a file whose path ends with
-PATH_SUFFIX begins for the HIT-th time (default 1) in the job's whole life, it
-raises KIND instead of running:
+When a statement that starts on line LINE of a file whose path ends with the whole
+parts PATH_SUFFIX (`t.py`: a file named t.py, not dist.py) begins for the HIT-th
+time (default 1) in the job's whole life, it raises KIND instead of running:
 
     memory  MemoryError (the default)
     torch   torch's OutOfMemoryError (torch.cuda.OutOfMemoryError in torch 1.13)
@@ -42,7 +42,13 @@ class Spec:
         return f"Spec({self.suffix!r}, {self.line}, hit={self.hit}, kind={self.kind!r})"
 
     def matches(self, filename):
-        return filename.endswith(self.suffix)
+        """Whether the file is the one meant: the suffix names whole trailing parts of
+        its path (`t.py` is /w/t.py, never a library's /x/dist.py, whose line would
+        take the spec's hits, and an error a library catches would swallow it)."""
+        if not filename.endswith(self.suffix):
+            return False
+        rest = filename[:len(filename) - len(self.suffix)]
+        return not rest or rest.endswith("/") or self.suffix.startswith("/")
 
 
 def parse(text):
