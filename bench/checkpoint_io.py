@@ -357,8 +357,9 @@ def child_read(kind, target):
 def child_main(args):
     if not os.environ.get("PORTAL_BENCH_PYTHONPATH"):
         # the build's staged package: the checkout's lacks what the build generates
-        # (_portal/job_contract.py) and the C extensions
-        staged = os.path.join(REPO, "build", "lib", "portal", "python")
+        # (_portal/job_contract.py) and the C extensions; $PORTAL_PYDIR names it where
+        # the build is not the checkout's build/ (a lane's, scripts/lane.sh)
+        staged = os.environ.get("PORTAL_PYDIR") or os.path.join(REPO, "build", "lib", "portal", "python")
         sys.path.insert(0, staged if os.path.isdir(staged) else os.path.join(REPO, "python"))
     if args.child == "write":
         result = child_write(args.kind, args.size_mib * MIB, args.target)

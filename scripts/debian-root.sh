@@ -45,12 +45,15 @@ packages=(
   python3 python3-dev python3-venv
   # what the programs, tests and examples use
   python3-numpy python3-torch python3-pytest python3-tqdm
+  # torch.compile's inductor backend compiles its kernels: cpp_extension, ATen's headers
+  python3-setuptools libtorch-dev
   # C++ libraries
   pybind11-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
   # the e2e `users` fixture (useradd, setpriv), locks (flock)
   passwd util-linux
-  # the benches name the checkout's commit (bench/checkpoint_io.py needs git to run)
-  git
+  # the benches name the checkout's commit (bench/checkpoint_io.py needs git to run);
+  # bench/overhead_instructions.py counts instructions under cachegrind
+  git valgrind
 )
 # Named after the root's python3 version X.Y (known once python3 is in): CPython's
 # own test suite, for test_sys_settrace run instrumented (e2e.compat).

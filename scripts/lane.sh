@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# lane.sh LANE [--bench [--quick]]: build Portal and run the whole suite (CTest:
+# lane.sh LANE [--bench [--quick] | --instructions]: build Portal and run the whole suite (CTest:
 # unit and end-to-end tests) in one lane, as root.
 #   host     this machine (Debian 12): scripts/setup.sh (packages, build in
 #            $BUILD_DIR, default build/, install), then CTest there;
@@ -12,6 +12,8 @@
 #            of this script's own and unmounted on exit.
 # --bench runs bench/overhead.py and bench/checkpoint_io.py in the lane instead of
 # the suite (--quick: their short settings); their JSON goes to the build directory.
+# --instructions runs bench/overhead_instructions.py instead (the steady-state
+# overhead counted in instructions under cachegrind: immune to a busy machine).
 # The last line is always `lane LANE: ...`: CTest's summary line, or where it
 # stopped.  Exit status: 0 passed, 1 failed, 2 usage, 3 skipped (the Debian archive
 # could not give a working root: debian-root.sh's `skipped:` line comes before).
@@ -37,23 +39,25 @@ readonly BUILD_IN_ROOT=/portal-build
 readonly ROOT_PYTHON=/usr/bin/python3
 
 usage() {
-  echo "portal: lane: usage: bash scripts/lane.sh host|SUITE [--bench [--quick]]   (SUITE: trixie, forky, ...)" >&2
+  echo "portal: lane: usage: bash scripts/lane.sh host|SUITE [--bench [--quick] | --instructions]   (SUITE: trixie, forky, ...)" >&2
   exit "$STATUS_USAGE"
 }
 
 [ $# -ge 1 ] || usage
 lane=$1; shift
-bench=; quick=
+bench=; quick=; instructions=
 while [ $# -gt 0 ]; do
   case "$1" in
     --bench) bench=1 ;;
     --quick) quick=1 ;;
+    --instructions) bench=1; instructions=1 ;;
     *) usage ;;
   esac
   shift
 done
 [[ $lane =~ ^[a-z][a-z0-9-]*$ ]] || usage
 [ -z "$quick" ] || [ -n "$bench" ] || usage
+[ -z "$quick" ] || [ -z "$instructions" ] || usage
 JOBS=${JOBS:-$(nproc)}
 read -r -a ctest_extra <<<"${PORTAL_LANE_CTEST_ARGS:-}"
 
@@ -93,9 +97,13 @@ configure_error() {
   ' "$1"
 }
 
-bench_commands() { # PYTHON PORTAL_RUN OUTDIR: the bench commands, one a line
-  local py=$1 run=$2 out=$3 src=$4
-  if [ -n "$quick" ]; then
+bench_commands() { # PYTHON PORTAL_RUN OUTDIR SRC: the bench commands, one a line
+  # (the build's portal-run, portal and staged package named for the benches: the
+  # lane's build is not the checkout's build/)
+  local py="env PORTAL_RUN=$2 PORTAL=${2%-run} PORTAL_PYDIR=$3/lib/portal/python $1" run=$2 out=$3 src=$4
+  if [ -n "$instructions" ]; then
+    echo "$py $src/bench/overhead_instructions.py --portal-run $run --check"
+  elif [ -n "$quick" ]; then
     echo "$py $src/bench/overhead.py --quick --portal-run $run --json $out/bench-overhead.json"
     echo "$py $src/bench/checkpoint_io.py --size-mib 256 --repeats 1 --dir $out/bench-io --json $out/bench-checkpoint-io.json"
   else
@@ -137,7 +145,7 @@ fi
 
 # ---- a Debian root ---------------------------------------------------------------
 [ "$(id -u)" -eq 0 ] || { echo "portal: lane: $lane: needs root (chroot, mounts)" >&2; exit "$STATUS_USAGE"; }
-root_private_namespace "${BASH_SOURCE[0]}" "$lane" ${bench:+--bench} ${quick:+--quick}
+root_private_namespace "${BASH_SOURCE[0]}" "$lane" ${bench:+--bench} ${quick:+--quick} ${instructions:+--instructions}
 
 roots=${PORTAL_ROOTS:-/var/cache/portal-roots}
 status=0

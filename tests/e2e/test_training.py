@@ -121,3 +121,46 @@ def test_an_error_inside_an_lbfgs_closure_is_inside_the_step(work):
     assert lines[-1].startswith("portal: not rescued: raised inside an optimizer step (")
     assert "/torch/optim/" in lines[-1] and lines[-1].endswith("): the weights may be half updated")
     assert not [p for p in (work.parent / "home" / "jobs").glob("*/checkpoint*")]
+
+
+def _torch_compile_missing():
+    """Why torch.compile cannot run under the interpreter under test, or None."""
+    r = subprocess.run([PYTHON, "-c", "import torch; print(int(hasattr(torch, 'compile')))"],
+                       capture_output=True, text=True, timeout=120)
+    if r.returncode != 0 or r.stdout.strip() != "1":
+        return "this torch has no torch.compile (torch 1.x: Debian 12's 1.13); the 3.13 and 3.14 lanes run it"
+    return None
+
+
+COMPILED_CASES = [
+    # backend, fake OOM spec, kind: before the compiled forward, and in backward()
+    # (through the compiled graph's backward), after Dynamo compiled in earlier steps
+    ("aot_eager", "compiled_train.py:32@6", "torch"),
+    ("inductor", "compiled_train.py:32@9", "torch"),
+    ("inductor", "compiled_train.py:34@5", "cpu"),
+]
+
+
+@pytest.mark.parametrize("backend,spec,kind", COMPILED_CASES,
+                         ids=[f"{c[0]}-{c[1].split(':')[1]}" for c in COMPILED_CASES])
+def test_a_compiled_model_resumes_bit_for_bit_on_the_compiled_path(work, backend, spec, kind):
+    # torch.compile in the loop: Dynamo installs its own frame-evaluation function, which
+    # Portal's resume hook chains to; the resumed process compiles the model again
+    # ("compiled graphs" counts this process's graphs) and its numbers are python's.
+    missing = _torch_compile_missing()
+    if missing:
+        pytest.skip(missing)
+    plain = subprocess.run([PYTHON, "compiled_train.py", backend], cwd=work, capture_output=True,
+                           timeout=600)
+    assert plain.returncode == 0, plain.stderr.decode()[-3000:]
+    assert b"compiled graphs 0\n" not in plain.stdout
+    shutil.rmtree(work.parent / "home", ignore_errors=True)
+    first = subprocess.run([PORTAL_RUN, "compiled_train.py", backend], cwd=work, capture_output=True,
+                           env=env_for(work, PORTAL_FAKE_OOM=f"{spec}={kind}"), timeout=600)
+    assert first.returncode == 75, first.stderr.decode()[-3000:]
+    assert b"compiled graphs" not in first.stdout
+    [job] = [p.name for p in (work.parent / "home" / "jobs").iterdir()]
+    second = subprocess.run([PORTAL, "resume", job], cwd=work, capture_output=True,
+                            env=env_for(work), timeout=600)
+    assert second.returncode == 0, second.stderr.decode()[-3000:]
+    assert first.stdout + second.stdout == plain.stdout
