@@ -528,10 +528,13 @@ class Pickler(pickle.Pickler):
                 memo[key] = (index, target)
         self.memo = memo
         fills = []
+        from _portal import dynamo_globals
+        dynamos = dynamo_globals.installed()   # torch.compile's cache: made again on resume
         for name in self._fill_order():
             mod = self.modules[name]
             d = _module_dict(mod)
-            fills.extend(_SetGlobal(d, k, v) for k, v in list(d.items()))
+            fills.extend(_SetGlobal(d, k, v) for k, v in list(d.items())
+                         if (id(d), k) not in dynamos)
             if type(mod) is not ModuleType:      # sys.modules[__name__].__class__ = ...
                 fills.append(_SetGlobal(None, mod, type(mod)))
         try:

@@ -135,9 +135,9 @@ def _torch_compile_missing():
 COMPILED_CASES = [
     # backend, fake OOM spec, kind: before the compiled forward, and in backward()
     # (through the compiled graph's backward), after Dynamo compiled in earlier steps
-    ("aot_eager", "compiled_train.py:32@6", "torch"),
-    ("inductor", "compiled_train.py:32@9", "torch"),
-    ("inductor", "compiled_train.py:34@5", "cpu"),
+    ("aot_eager", "compiled_train.py:27@6", "torch"),
+    ("inductor", "compiled_train.py:27@9", "torch"),
+    ("inductor", "compiled_train.py:29@5", "cpu"),
 ]
 
 

@@ -22,18 +22,20 @@ class Net(nn.Module):
         return self.out(h).squeeze(1)
 
 
+def train(compiled, opt, data, target):
+    for step, (x, y) in enumerate(zip(data, target)):
+        loss = ((compiled(x) - y) ** 2).mean()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        print("step", step, loss.item().hex())
+
+
 torch.manual_seed(11)
 model = Net()
 compiled = torch.compile(model, backend=sys.argv[1])
 opt = torch.optim.AdamW(model.parameters(), lr=0.01)
-data = torch.randn(16, 4, 8)
-target = torch.randn(16, 4)
-for step, (x, y) in enumerate(zip(data, target)):
-    loss = ((compiled(x) - y) ** 2).mean()
-    opt.zero_grad()
-    loss.backward()
-    opt.step()
-    print("step", step, loss.item().hex())
+train(compiled, opt, torch.randn(16, 4, 8), torch.randn(16, 4))
 from torch._dynamo.utils import counters  # noqa: E402
 print("compiled graphs", counters["stats"]["unique_graphs"])
 print("weights", digest(model.state_dict()))
