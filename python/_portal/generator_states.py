@@ -53,10 +53,12 @@ def _types():
         globals_.append(torch.default_generator)
         opaque.append(torch.Tensor)
     itertools = sys.modules.get("itertools")
-    # its position past the first pass is its own (dataloader.py); read through its
-    # __reduce__, which CPython 3.14 removed (a cycle there is not saved at all)
-    if itertools is not None and "__reduce__" in vars(itertools.cycle):
-        kinds.append(itertools.cycle)
+    # its position past the first pass is its own (dataloader.py); read through
+    # itertools_state.py (its own __reduce__ up to 3.13, Portal's reader from 3.14)
+    if itertools is not None:
+        from _portal import itertools_state
+        if itertools_state.saveable_cycle():
+            kinds.append(itertools.cycle)
     return tuple(kinds), {id(g) for g in globals_ if g is not None}, tuple(opaque)
 
 
@@ -127,7 +129,8 @@ def state_of(obj):
         return obj.get_state()
     itertools = sys.modules.get("itertools")
     if itertools is not None and type(obj) is itertools.cycle:
-        _, (it, ), (kept, passed) = obj.__reduce__()
+        from _portal import itertools_state
+        it, kept, passed = itertools_state.cycle_parts(obj)
         # past its first pass: the index of its next item in what it kept
         return ("again", it.__reduce__()[2]) if passed else ("first", len(kept))
     return obj.__reduce__()[2]   # random.Random, numpy's Generator and RandomState: pickle's own
