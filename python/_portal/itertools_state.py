@@ -1,5 +1,6 @@
-"""itertools objects in a loop's state: count, islice, chain, cycle, product (a
-plug-in: plugins.MODULES, for its reducers).
+"""itertools objects in a loop's state: count, islice, chain, cycle, product (their
+reducers are among the pickler's own, reducers.py; dataloader.py's override cycle
+and chain where a DataLoader is imported).
 
 Up to CPython 3.13 these types pickle themselves (__reduce__/__setstate__) and
 nothing here is registered.  CPython 3.14 removed that, so a loop over
