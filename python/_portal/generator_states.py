@@ -25,6 +25,7 @@ generators (`random`'s, numpy's, torch's defaults) are noted by iteration.py.
 import sys
 
 from _portal import frame_locals
+from _portal import itertools_state   # read at the marks, in the program (no import then)
 
 MAX_DEPTH = 4        # locals (0) -> self (1) -> self.loader (2) -> .dataset (3) -> .rng
 MAX_VISITS = 4000
@@ -56,7 +57,6 @@ def _types():
     # its position past the first pass is its own (dataloader.py); read through
     # itertools_state.py (its own __reduce__ up to 3.13, Portal's reader from 3.14)
     if itertools is not None:
-        from _portal import itertools_state
         if itertools_state.saveable_cycle():
             kinds.append(itertools.cycle)
     return tuple(kinds), {id(g) for g in globals_ if g is not None}, tuple(opaque)
@@ -129,7 +129,6 @@ def state_of(obj):
         return obj.get_state()
     itertools = sys.modules.get("itertools")
     if itertools is not None and type(obj) is itertools.cycle:
-        from _portal import itertools_state
         it, kept, passed = itertools_state.cycle_parts(obj)
         # past its first pass: the index of its next item in what it kept
         return ("again", it.__reduce__()[2]) if passed else ("first", len(kept))
