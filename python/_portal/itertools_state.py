@@ -8,7 +8,9 @@ nothing here is registered.  CPython 3.14 removed that, so a loop over
 objects' fields through its own C module (_portal._itertools,
 src/native/itertools_state.c: per version, layouts checked by size at import) and
 saves each as a function of this module that builds a fresh object and fills its
-state.  A type whose layout did not check is not in _itertools.SUPPORTED and is
+state (the types of the program's own itertools module: it may be another copy than
+the one Portal imported at start-up).  A type whose layout did not check is not in
+_itertools.SUPPORTED (names) and is
 declined by name as before, like every other itertools type.
 
 cycle_parts()/chain_parts() give what the 3.13 __reduce__ gives on every version
@@ -37,11 +39,11 @@ def _itertools_module():
 
 def saveable_cycle():
     """Whether a cycle's state can be read on this interpreter."""
-    return not NATIVE or _itertools_module().cycle in _itertools.SUPPORTED
+    return not NATIVE or "cycle" in _itertools.SUPPORTED
 
 
 def saveable_chain():
-    return not NATIVE or _itertools_module().chain in _itertools.SUPPORTED
+    return not NATIVE or "chain" in _itertools.SUPPORTED
 
 
 # --- cycle -------------------------------------------------------------------------------
@@ -163,4 +165,4 @@ def reducers():
     table = {itertools.count: _reduce_count, itertools.islice: _reduce_islice,
              itertools.chain: _reduce_chain, itertools.cycle: _reduce_cycle,
              itertools.product: _reduce_product}
-    return {t: reduce for t, reduce in table.items() if t in _itertools.SUPPORTED}
+    return {t: reduce for t, reduce in table.items() if t.__name__ in _itertools.SUPPORTED}

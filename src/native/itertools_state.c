@@ -9,8 +9,8 @@
  * (itertools_state.py) and this module offers no type: it is built for every
  * interpreter only so that one module name serves them all.
  *
- * Interface (every version): SUPPORTED, a tuple of the types whose layout was
- * checked at import (tp_basicsize equal to the struct's size); state(obj) ->
+ * Interface (every version): SUPPORTED, a tuple of the names of the types whose
+ * layout was checked at import (tp_basicsize equal to the struct's size); state(obj) ->
  * tuple and fill_*(obj, ...) (see the version's file).
  */
 #define PY_SSIZE_T_CLEAN

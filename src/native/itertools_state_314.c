@@ -7,7 +7,7 @@
  * ships it, whose cycle has no `firstpass` flag any more: its index is -1 during the
  * first pass (measured there: tp_basicsize 40, and the fields read through ctypes
  * across a first pass and after).  A type whose tp_basicsize differs from
- * the struct's size is left out of SUPPORTED, and state()/fill_*() refuse it with
+ * the struct's size is left out of SUPPORTED (a tuple of the types' names), and state()/fill_*() refuse it with
  * a TypeError, so that a layout that changed declines the object by name
  * (itertools_state.py) instead of reading the wrong memory.  Only the exact types
  * are read, never a subclass (whose instances may hold more).
@@ -92,15 +92,25 @@ static const struct {
     [K_PRODUCT] = {"product", (Py_ssize_t)sizeof(portal_product_layout)},
 };
 
-/* itertools.<name> for each kind whose layout checked, else NULL; strong references
- * held by the module for the life of the process. */
-static PyTypeObject *types[K_N];
+/* The tp_iternext of itertools.<name> for each kind whose layout checked, else NULL.
+ * A type is recognised by it, not by identity: itertools is a multi-phase module, and
+ * a program that imports it again after Portal's start-up forgot it (boot.py) gets
+ * new type objects with the same code; a subclass inherits tp_iternext too, so its
+ * base must be object as well. */
+static iternextfunc iternexts[K_N];
+
+static int is_kind(PyTypeObject *t, int k)
+{
+    return iternexts[k] != NULL && t->tp_iternext == iternexts[k] &&
+           t->tp_base == &PyBaseObject_Type && t->tp_basicsize == kinds[k].size &&
+           t->tp_itemsize == 0;
+}
 
 /* The kind of obj's exact type, or -1 with a TypeError set. */
 static int kind_of(PyObject *obj)
 {
     for (int k = 0; k < K_N; k++) {
-        if (types[k] != NULL && Py_IS_TYPE(obj, types[k])) {
+        if (is_kind(Py_TYPE(obj), k)) {
             return k;
         }
     }
@@ -111,7 +121,7 @@ static int kind_of(PyObject *obj)
 
 static int expect(PyObject *obj, enum kind k)
 {
-    if (types[k] == NULL || !Py_IS_TYPE(obj, types[k])) {
+    if (!is_kind(Py_TYPE(obj), k)) {
         PyErr_Format(PyExc_TypeError, "needs an itertools.%s whose layout Portal checked, "
                      "not %s", kinds[k].name, Py_TYPE(obj)->tp_name);
         return -1;
@@ -315,26 +325,30 @@ PyMODINIT_FUNC PyInit__itertools(void)
     if (mod == NULL) {
         return NULL;
     }
-    PyObject *supported = PyList_New(0); /* new: turned into the SUPPORTED tuple */
+    PyObject *supported = PyList_New(0); /* new: turned into the SUPPORTED tuple (names) */
     if (supported == NULL) {
         Py_DECREF(mod);
         return NULL;
     }
     for (int k = 0; k < K_N; k++) {
-        PyObject *t = PyObject_GetAttrString(mod, kinds[k].name); /* new: kept in types[k] */
+        PyObject *t = PyObject_GetAttrString(mod, kinds[k].name); /* new, released below */
         if (t == NULL) {
             goto fail;
         }
-        if (PyType_Check(t) && ((PyTypeObject *)t)->tp_basicsize == kinds[k].size &&
-            ((PyTypeObject *)t)->tp_itemsize == 0) {
-            if (PyList_Append(supported, t) < 0) {
+        PyTypeObject *tp = (PyTypeObject *)t;
+        if (PyType_Check(t) && tp->tp_basicsize == kinds[k].size && tp->tp_itemsize == 0 &&
+            tp->tp_base == &PyBaseObject_Type && tp->tp_iternext != NULL) {
+            PyObject *name = PyUnicode_FromString(kinds[k].name); /* new, released below */
+            if (name == NULL || PyList_Append(supported, name) < 0) {
+                Py_XDECREF(name);
                 Py_DECREF(t);
                 goto fail;
             }
-            types[k] = (PyTypeObject *)t;
-        } else {
-            Py_DECREF(t);  /* not the layout read: left out, refused by name */
+            Py_DECREF(name);
+            iternexts[k] = tp->tp_iternext;
         }
+        /* else: not the layout read: left out, refused by name */
+        Py_DECREF(t);
     }
     Py_DECREF(mod);
     mod = NULL;
