@@ -301,13 +301,26 @@ def _run_script(toplevel, path, args, package_dir):
     _run_main(toplevel, runtime, code, globals_)
 
 
+# From CPython 3.14 the file runner removes __main__'s __file__ and __cached__ when
+# SystemExit ends the script too, before the atexit handlers run (measured with
+# python3.14 in the forky root); up to 3.13 its SystemExit handler exits first and
+# they stay.
+MAIN_CLEANED_ON_SYSTEM_EXIT = sys.version_info >= (3, 14)
+
+
 def _run_main(toplevel, runtime, code, globals_):
     """Run the script's code (fresh, or re-entering a suspended job's frames) and
     end as python's file runner does (a -c program as its string runner: the std
     streams not flushed before an uncaught error's traceback).  A SystemExit from
-    the program propagates from here with __file__ still set, as under python (its
-    handler exits before the clean-up below)."""
-    status = toplevel.run(code, globals_, runtime.command is None)
+    the program propagates from here with __file__ still set, as under python up to
+    3.13 (its handler exits before the clean-up below; MAIN_CLEANED_ON_SYSTEM_EXIT)."""
+    try:
+        status = toplevel.run(code, globals_, runtime.command is None)
+    except SystemExit:
+        if MAIN_CLEANED_ON_SYSTEM_EXIT:
+            globals_.pop("__file__", None)
+            globals_.pop("__cached__", None)
+        raise
     del code
     if status is not None:
         runtime.explain_failure()

@@ -204,26 +204,26 @@ def reduce_iterator(it):
 
 
 def reduce_cycle(c):
-    """itertools.cycle, as pickle saves it (its iterator, the items it has kept, whether
+    """itertools.cycle, as pickle saves it up to 3.14 (itertools_state.py) (its iterator, the items it has kept, whether
     its first pass is over), less the items of the failed iteration when it cycles a
     DataLoader iterator that is wound back (reduce_iterator): they are taken again.
     Past its first pass, at the position noted when the iteration started
     (generator_states.py), when it was found near the loop."""
-    cls, (it, ), (kept, passed) = c.__reduce__()
-    from _portal import generator_states
+    from _portal import generator_states, itertools_state
+    it, kept, passed = itertools_state.cycle_parts(c)
     noted = generator_states.state_at_start(c)
     if passed and noted is not None and noted[0] == "again":
         # past its first pass: back to the item it was to give when the iteration started
         again = iter(kept)
         again.__setstate__(noted[1])
-        return cls, (again, ), (kept, passed)
+        return itertools_state.reduce_cycle_parts(again, kept, passed)
     if not passed and isinstance(it, sys.modules[_DATALOADER]._BaseDataLoaderIter):
         from _portal import iteration
         at_start = iteration.batches_at_start(it)
         drop = it._num_yielded - at_start if at_start is not None and at_start >= 0 else 0
         if 0 < drop <= len(kept):
             kept = kept[:len(kept) - drop]
-    return cls, (it, ), (kept, passed)
+    return itertools_state.reduce_cycle_parts(it, kept, passed)
 
 
 def _source_back_one(source):
@@ -242,34 +242,35 @@ def _source_back_one(source):
 
 
 def reduce_chain(c):
-    """itertools.chain, as pickle saves it (the iterator over its iterables, the one
+    """itertools.chain, as pickle saves it up to 3.14 (itertools_state.py) (the iterator over its iterables, the one
     it is in), except where the failed iteration moved it from one DataLoader to the
     next (`next(chain)` took the first loader's last batch in an earlier iteration,
     then made the second's iterator): that iterator, made since the iteration
     started, is not saved; the chain is saved as it stood, at the end of the first,
     so that the resumed iteration makes the second loader's iterator again, drawing
     what it drew (its base seed), and takes its first batch."""
-    reduced = c.__reduce__()
-    cls, args, state = reduced[:3]
-    if state and len(state) == 2 and \
-            isinstance(state[1], sys.modules[_DATALOADER]._BaseDataLoaderIter):
+    from _portal import itertools_state
+    source, active = itertools_state.chain_parts(c)
+    if isinstance(active, sys.modules[_DATALOADER]._BaseDataLoaderIter):
         from _portal import iteration
-        if iteration.batches_at_start(state[1]) == iteration.MADE_SINCE:
-            back = _source_back_one(state[0])
+        if iteration.batches_at_start(active) == iteration.MADE_SINCE:
+            back = _source_back_one(source)
             if back is not None:
-                return cls, args, (back, iter(()))
-    return reduced
+                return itertools_state.reduce_chain_parts(back, iter(()))
+    return itertools_state.reduce_chain_parts(source, active)
 
 
 def reducers():
     if _DATALOADER not in sys.modules:
         return {}
     import itertools
-    # Both start from the type's own __reduce__, which CPython 3.14 removed: there
-    # pickle refuses them and the capture declines, naming the object.
-    return {cls: reduce for cls, reduce in ((itertools.cycle, reduce_cycle),
-                                            (itertools.chain, reduce_chain))
-            if "__reduce__" in vars(cls)}
+    from _portal import itertools_state
+    # Both read the objects through itertools_state.py (their own __reduce__ up to
+    # 3.13, Portal's reader from 3.14); where that cannot read a type's layout it
+    # is not registered, and the capture declines the object by name.
+    return {cls: reduce for cls, reduce, ok in (
+        (itertools.cycle, reduce_cycle, itertools_state.saveable_cycle()),
+        (itertools.chain, reduce_chain, itertools_state.saveable_chain())) if ok}
 
 
 def subclass_reducers():

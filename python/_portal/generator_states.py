@@ -25,6 +25,7 @@ generators (`random`'s, numpy's, torch's defaults) are noted by iteration.py.
 import sys
 
 from _portal import frame_locals
+from _portal import itertools_state   # read at the marks, in the program (no import then)
 
 MAX_DEPTH = 4        # locals (0) -> self (1) -> self.loader (2) -> .dataset (3) -> .rng
 MAX_VISITS = 4000
@@ -53,10 +54,11 @@ def _types():
         globals_.append(torch.default_generator)
         opaque.append(torch.Tensor)
     itertools = sys.modules.get("itertools")
-    # its position past the first pass is its own (dataloader.py); read through its
-    # __reduce__, which CPython 3.14 removed (a cycle there is not saved at all)
-    if itertools is not None and "__reduce__" in vars(itertools.cycle):
-        kinds.append(itertools.cycle)
+    # its position past the first pass is its own (dataloader.py); read through
+    # itertools_state.py (its own __reduce__ up to 3.13, Portal's reader from 3.14)
+    if itertools is not None:
+        if itertools_state.saveable_cycle():
+            kinds.append(itertools.cycle)
     return tuple(kinds), {id(g) for g in globals_ if g is not None}, tuple(opaque)
 
 
@@ -127,7 +129,7 @@ def state_of(obj):
         return obj.get_state()
     itertools = sys.modules.get("itertools")
     if itertools is not None and type(obj) is itertools.cycle:
-        _, (it, ), (kept, passed) = obj.__reduce__()
+        it, kept, passed = itertools_state.cycle_parts(obj)
         # past its first pass: the index of its next item in what it kept
         return ("again", it.__reduce__()[2]) if passed else ("first", len(kept))
     return obj.__reduce__()[2]   # random.Random, numpy's Generator and RandomState: pickle's own

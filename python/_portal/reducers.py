@@ -605,6 +605,10 @@ class Pickler(pickle.Pickler):
             if s.module_dict is not None else (_set_module_class, (s.key, s.value)),
             PickleBuffer: _not_implemented,
         }
+        # count, islice, chain, cycle, product where CPython no longer pickles them
+        # (3.14: Portal's reader of their fields; nothing up to 3.13)
+        from _portal import itertools_state
+        h.update(itertools_state.reducers())
         random = sys.modules.get("random")
         if random is not None:
             h[random.Random] = self._reduce_random

@@ -13,7 +13,9 @@ def show():
     print("spec", __spec__, "package", repr(__package__), "cached", __cached__)
     print("doc", repr(__doc__))
     print("builtins", __builtins__)
-    print("annotations", __annotations__)
+    # the module's, as an attribute: 3.14 (PEP 649) no longer keeps a global
+    # __annotations__ in the module's namespace, it computes them from __annotate__
+    print("annotations", sys.modules[__name__].__annotations__)
     main = sys.modules["__main__"]
     print("main is me", main.__dict__ is globals(), main.__name__)
     print("loader source", __loader__.get_source("__main__").splitlines()[0])

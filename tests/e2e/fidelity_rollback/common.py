@@ -13,8 +13,10 @@ def digest(state_dict):
 
 
 def exact(value):
-    """A float or a tensor's sum, to the last bit."""
-    return float(value.sum() if hasattr(value, "sum") else value).hex()
+    """A float or a tensor's sum, to the last bit (detached: torch 2.14 warns on
+    stderr when a tensor that requires grad becomes a float)."""
+    value = value.sum() if hasattr(value, "sum") else value
+    return float(value.detach() if hasattr(value, "detach") else value).hex()
 
 
 # A real out-of-memory error inside one step, for the tests under `portal-run --mem`:
