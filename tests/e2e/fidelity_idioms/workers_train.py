@@ -20,4 +20,8 @@ def main():
         print("epoch", epoch, f"{loss.item():.6f}")
 
 
-main()
+# The guard as DataLoader's docs ask for it: CPython 3.14 starts workers through a
+# forkserver (its new default), which imports this script again; without the guard
+# python3.14 itself fails here.
+if __name__ == "__main__":
+    main()
