@@ -25,6 +25,7 @@ def main():
     _JOB.append(os.environ.pop("PORTAL_JOB_DIR", None))
     _check_store()
     _keep_job_lock_to_this_process(os.environ.pop("PORTAL_LOCK_FD", ""))
+    _give_back_user_preload(os.environ.pop(USER_PRELOAD_VARIABLE, None))
     if sys.argv[1] == "resume":
         from _portal import _toplevel
         return _resume(_toplevel, sys.argv[2], package_dir)
@@ -45,6 +46,23 @@ def main():
         _run_command(_toplevel, target, args)
     else:
         raise SystemExit(f"portal: boot: unknown mode {mode!r}")
+
+
+# portal-run put the memory tripwire's allocation check first in LD_PRELOAD for
+# this interpreter only (include/portal/alloc_preload.hpp) and saved the user's
+# value here: "=VALUE" when it was set, "" when it was not.
+USER_PRELOAD_VARIABLE = "PORTAL_USER_LD_PRELOAD"
+
+
+def _give_back_user_preload(saved):
+    """The program and its exec'd children see LD_PRELOAD as under python; the
+    library stays loaded in this process (and its fork children)."""
+    if saved is None:
+        return
+    if saved.startswith("="):
+        os.environ["LD_PRELOAD"] = saved[1:]
+    else:
+        os.environ.pop("LD_PRELOAD", None)
 
 
 def _forget_bootstrap_line(command_mode, package_dir):

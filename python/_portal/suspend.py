@@ -255,6 +255,12 @@ def _human_size(n):
 def _suggested_mem_gib():
     """Twice the memory the job had: its memory tripwire (portal-run --mem, or the
     machine's cap), else the machine's physical memory."""
+    # The resident cap (the default) names its cap; its RLIMIT_DATA is far above
+    # the machine and says nothing of the memory the job had.
+    from _portal import safepoint
+    cap = safepoint.memory_cap()
+    if cap:
+        return max(2, -(-2 * cap // (1 << 30)))
     limit = None
     try:
         import resource

@@ -22,6 +22,8 @@
 #include "portal/exit_status.hpp"
 #include "portal/log.hpp"
 #include "portal/memory_watch.hpp"
+#include "portal/alloc_preload.hpp"
+#include "portal/installation.hpp"
 #include "portal/preempt.hpp"
 #include "portal/size.hpp"
 #include "portal/tripwire.hpp"
@@ -198,6 +200,13 @@ std::uint64_t capped_data_limit(std::uint64_t cap) {
     if (watched && preempt::settings().enabled) {
         setenv(tripwire::kMemorySignalVariable, std::to_string(tripwire::memory_signal()).c_str(), 1);
         setenv(tripwire::kMemoryCapVariable, std::to_string(*data_limit).c_str(), 1);
+        // The allocation check (alloc_preload.hpp): one big request that would
+        // take resident memory past the cap fails inside the program instead.
+        if (const auto library = tripwire::alloc_library_path(self_executable())) {
+            const char* user = std::getenv(tripwire::kPreloadVariable);
+            setenv(tripwire::kUserPreloadVariable, tripwire::saved_user_preload(user).c_str(), 1);
+            setenv(tripwire::kPreloadVariable, tripwire::preload_with(*library, user).c_str(), 1);
+        }
     } else {
         unsetenv(tripwire::kMemorySignalVariable);
         unsetenv(tripwire::kMemoryCapVariable);

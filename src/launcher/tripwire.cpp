@@ -119,8 +119,8 @@ bool has_gpu() { return has_gpu_under("/"); }
 
 CapKind cap_kind() {
     const char* setting = std::getenv(kTripwireVariable);
-    return setting != nullptr && std::string(setting) == kResidentSetting ? CapKind::kResident
-                                                                           : CapKind::kAddressSpace;
+    return setting != nullptr && std::string(setting) == kAddressSetting ? CapKind::kAddressSpace
+                                                                          : CapKind::kResident;
 }
 
 std::optional<std::uint64_t> memory_cap(std::optional<std::uint64_t> requested, GpuProbe gpu_present) {

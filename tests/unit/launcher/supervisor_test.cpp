@@ -25,9 +25,13 @@ TEST(Supervise, ChildKilledBySignalGives128PlusN) {
 
 // The memory tripwire's cap reaches the child (ulimit -d counts KiB), not the parent.
 TEST(Supervise, SetsTheDataLimitInTheChild) {
+    // The address cap sets RLIMIT_DATA at the cap itself (the resident default
+    // sets it above the machine: e2e.tripwire).
+    setenv("PORTAL_MEMORY_TRIPWIRE", "address", 1);
     struct rlimit before {};
     getrlimit(RLIMIT_DATA, &before);
     EXPECT_EQ(supervise({"/bin/sh", "-c", "[ \"$(ulimit -d)\" = 65536 ]"}, 64ull << 20), 0);
+    unsetenv("PORTAL_MEMORY_TRIPWIRE");
     struct rlimit after {};
     getrlimit(RLIMIT_DATA, &after);
     EXPECT_EQ(after.rlim_cur, before.rlim_cur);
