@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test.sh: the whole suite - unit tests (GoogleTest, pytest) and end-to-end tests
 # (pytest, driving portal-run) under CTest - in each lane of PORTAL_CI_LANES
-# (space-separated, in order; default "host trixie"): `host` is this machine (set up,
+# (space-separated, in order; default "host trixie forky"): `host` is this machine (set up,
 # built in $BUILD_DIR, default build/, and installed by scripts/setup.sh), any
 # other name a Debian root of that suite (trixie, forky) built or reused by
 # scripts/debian-root.sh and run by scripts/lane.sh.  Each lane ends with its
@@ -16,7 +16,7 @@ here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 readonly STATUS_SKIPPED=3
 # What the whole of .ci/run may take on the 2-core machine (the CI limit is 90 min).
 readonly CI_BUDGET_S=3600
-read -r -a lanes <<<"${PORTAL_CI_LANES:-host trixie}"
+read -r -a lanes <<<"${PORTAL_CI_LANES:-host trixie forky}"
 [ ${#lanes[@]} -gt 0 ] || lanes=(host)
 
 fmt() { printf '%dm%02ds' $(($1 / 60)) $(($1 % 60)); }
