@@ -21,6 +21,8 @@ DictComp of the file's syntax tree.  Generator expressions keep their frame.
 """
 import linecache
 
+from _portal.bytecode.decode import CODE_UNIT   # co_positions has one entry per unit
+
 KINDS = {"<listcomp>": "a list comprehension", "<setcomp>": "a set comprehension",
          "<dictcomp>": "a dict comprehension", "<genexpr>": "a generator expression"}
 
@@ -28,7 +30,6 @@ KINDS = {"<listcomp>": "a list comprehension", "<setcomp>": "a set comprehension
 # The syntax of the comprehensions CPython 3.12+ inlines, and what the message calls them.
 INLINED_KINDS = {"ListComp": "a list comprehension", "SetComp": "a set comprehension",
                  "DictComp": "a dict comprehension"}
-CODE_UNIT = 2          # bytes of one instruction or cache entry: co_positions has one per unit
 
 
 def passed_over(exc, loop_frame, is_user_file):

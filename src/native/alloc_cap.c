@@ -130,16 +130,20 @@ static int refused(uint64_t grow) {
     return resident > cap_bytes - grow;
 }
 
+/* Whether a request of `size` bytes is big and must be refused; sets errno to
+ * ENOMEM when it is, as the allocator's own failure does. */
+static int big_refused(size_t size) {
+    if (size < kBigRequest || !refused(size)) return 0;
+    errno = ENOMEM;
+    return 1;
+}
+
 void *malloc(size_t size) {
     if (next_malloc == NULL) {
         if (resolving) return __libc_malloc(size);
         resolve();
     }
-    if (size < kBigRequest) return next_malloc(size);
-    if (refused(size)) {
-        errno = ENOMEM;
-        return NULL;
-    }
+    if (big_refused(size)) return NULL;
     return next_malloc(size);
 }
 
@@ -174,10 +178,7 @@ void *aligned_alloc(size_t alignment, size_t size) {
         if (resolving) return __libc_memalign(alignment, size);
         resolve();
     }
-    if (size >= kBigRequest && refused(size)) {
-        errno = ENOMEM;
-        return NULL;
-    }
+    if (big_refused(size)) return NULL;
     return next_aligned_alloc(alignment, size);
 }
 
@@ -186,10 +187,7 @@ void *memalign(size_t alignment, size_t size) {
         if (resolving) return __libc_memalign(alignment, size);
         resolve();
     }
-    if (size >= kBigRequest && refused(size)) {
-        errno = ENOMEM;
-        return NULL;
-    }
+    if (big_refused(size)) return NULL;
     return next_memalign(alignment, size);
 }
 
@@ -198,10 +196,7 @@ void *valloc(size_t size) {
         if (resolving) return __libc_valloc(size);
         resolve();
     }
-    if (size >= kBigRequest && refused(size)) {
-        errno = ENOMEM;
-        return NULL;
-    }
+    if (big_refused(size)) return NULL;
     return next_valloc(size);
 }
 
@@ -210,9 +205,6 @@ void *pvalloc(size_t size) {
         if (resolving) return __libc_pvalloc(size);
         resolve();
     }
-    if (size >= kBigRequest && refused(size)) {
-        errno = ENOMEM;
-        return NULL;
-    }
+    if (big_refused(size)) return NULL;
     return next_pvalloc(size);
 }
