@@ -68,7 +68,9 @@ class Crash(Exception):
 
 
 def find_portal_run(explicit):
-    """--portal-run, then $PORTAL_RUN, then portal-run on PATH, then the build tree."""
+    """--portal-run, then $PORTAL_RUN, then the checkout's build tree, then
+    portal-run on PATH (an installed copy may be older than the checkout: it is
+    measured only where nothing was built here)."""
     tried = []
     candidates = []
     if explicit:
@@ -76,11 +78,11 @@ def find_portal_run(explicit):
     else:
         if os.environ.get("PORTAL_RUN"):
             candidates.append(("$PORTAL_RUN", os.environ["PORTAL_RUN"]))
+        candidates.append(("build tree",
+                           os.path.join(BENCH_DIR, os.pardir, "build", "bin", "portal-run")))
         on_path = shutil.which("portal-run")
         if on_path:
             candidates.append(("PATH", on_path))
-        candidates.append(("build tree",
-                           os.path.join(BENCH_DIR, os.pardir, "build", "bin", "portal-run")))
     for origin, path in candidates:
         path = os.path.abspath(path)
         if os.path.isfile(path) and os.access(path, os.X_OK):
