@@ -29,6 +29,10 @@ Reported (medians of the repetitions):
                      page of every storage (what the first training step does)
   restore vs dd      portal's cold restore throughput / dd's sequential read
                      of a file as big, its pages evicted   target >= 0.9
+                     (and, for information, against dd reading the
+                     checkpoint's own files right after Portal did, evicted
+                     again: on a virtual disk the host's cache serves a file
+                     just written faster than an older one)
   size               checkpoint bytes / live tensor bytes   target <= 1.05
 
 Then, through portal-run and portal (build/bin, or $PORTAL_RUN and $PORTAL), for
@@ -420,6 +424,18 @@ def run_dd(directory, nbytes, drop_caches=False):
     return {"seconds": elapsed, "read": read, "bytes": count * DD_BLOCK}
 
 
+def dd_read_files(paths, drop_caches=False):
+    """dd's sequential read of each of ``paths`` in turn, their pages evicted
+    first: {"bytes", "read" (seconds)}."""
+    evict(paths, drop_caches)
+    nbytes = sum(os.path.getsize(p) for p in paths)
+    t0 = time.perf_counter()
+    for path in paths:
+        subprocess.run(["dd", f"if={path}", "of=/dev/null", f"bs={DD_BLOCK}", "status=none"],
+                       check=True)
+    return {"bytes": nbytes, "read": time.perf_counter() - t0}
+
+
 def files_under(path):
     path = os.path.realpath(path)
     if os.path.isfile(path):
@@ -461,7 +477,7 @@ def progress(msg):
 
 def measure(args, directory):
     """{key: [sample dicts]} over args.repeats interleaved, rotating repetitions."""
-    res = {k: [] for k in ("dd", "portal_w", "torch_w", "portal_cold", "torch_cold",
+    res = {k: [] for k in ("dd", "dd_own", "portal_w", "torch_w", "portal_cold", "torch_cold",
                            "portal_warm", "torch_warm")}
     reference = None
     residue = []
@@ -501,6 +517,11 @@ def measure(args, directory):
                 if r["fingerprint"] != reference:
                     raise Crash(f"{w} ({mode}) restored different tensors than were written")
                 res[f"{w}_{mode}"].append(r)
+                if mode == "cold" and w == "portal":
+                    # dd reading the very files Portal just read, evicted again:
+                    # the same bytes from the same place (after Portal's read, so
+                    # any cache below the page cache favours dd, not Portal)
+                    res["dd_own"].append(dd_read_files(paths, args.drop_caches))
                 progress(f"rep {rep + 1}: read {w} {mode} {r['load']:.2f} s, usable "
                          f"{r['seconds']:.2f} s")
     shutil.rmtree(os.path.join(directory, "ck"), ignore_errors=True)
@@ -687,6 +708,10 @@ def evaluate(res):
             r = p_rd / d_rd
             rows.append(("restore MiB/s vs dd read, cold", f"{p_rd / MIB:.0f}", f"{d_rd / MIB:.0f}",
                          f"{r:.2f}x", f">= {TARGET_VS_DD_READ}x", r >= TARGET_VS_DD_READ))
+            if res.get("dd_own"):
+                o_rd = statistics.median(s["bytes"] / s["read"] for s in res["dd_own"])
+                rows.append(("  vs dd of its own files, cold", f"{p_rd / MIB:.0f}",
+                             f"{o_rd / MIB:.0f}", f"{p_rd / o_rd:.2f}x", "(info)", None))
         if all("cpu" in x for x in res[f"portal_{mode}"] + res[f"torch_{mode}"]):
             p, t = med(res[f"portal_{mode}"], "cpu"), med(res[f"torch_{mode}"], "cpu")
             rows.append((f"  CPU s to usable, {mode}", f"{p:.2f}", f"{t:.2f}", f"{t / p:.2f}x",
