@@ -45,7 +45,10 @@ touched bytes, target <= 1.05.
 
 Reads are measured cold (the files' pages evicted from the page cache with
 posix_fadvise(DONTNEED) after they were written and fsynced, which needs no
-root; --drop-caches uses /proc/sys/vm/drop_caches instead) and warm.
+root; --drop-caches uses /proc/sys/vm/drop_caches instead) and warm (every
+page of the files read into the page cache first, by a plain read of each:
+Portal's cold read bypasses the page cache with O_DIRECT, so without it a
+"warm" restore after a cold one would read the disk again).
 
 Exit status: 0 (it is a benchmark); with --check, 1 if a target is missed; 2 if
 a run crashed or a reader restored different tensors.  See docs/benchmarks.md.
@@ -459,6 +462,22 @@ def evict(paths, drop_caches):
             os.close(fd)
 
 
+def warm_up(paths):
+    """Read every byte of the files once (buffered): their pages in the page cache."""
+    for path in paths:
+        with open(path, "rb", buffering=0) as f:
+            while f.read(DD_BLOCK):
+                pass
+
+
+def uncached_bytes(paths):
+    """Bytes of the files not in the page cache now (fincore), or None."""
+    cached = cached_bytes(paths)
+    if cached is None:
+        return None
+    return max(0, sum(os.path.getsize(p) for p in paths) - cached)
+
+
 def cached_bytes(paths):
     """Bytes of the files now in the page cache (fincore), or None."""
     if not shutil.which("fincore"):
@@ -481,6 +500,7 @@ def measure(args, directory):
                            "portal_warm", "torch_warm")}
     reference = None
     residue = []
+    missing = []
     for rep in range(args.repeats):
         ck = os.path.join(directory, "ck", "job")
         pt = os.path.join(directory, "state.pt")
@@ -513,6 +533,9 @@ def measure(args, directory):
                 if mode == "cold":
                     evict(paths, args.drop_caches)
                     residue.append(cached_bytes(paths))
+                else:
+                    warm_up(paths)
+                    missing.append(uncached_bytes(paths))
                 r = run_child("read", w, target, args.size_mib)
                 if r["fingerprint"] != reference:
                     raise Crash(f"{w} ({mode}) restored different tensors than were written")
@@ -529,7 +552,7 @@ def measure(args, directory):
         os.unlink(os.path.join(directory, "state.pt"))
     except FileNotFoundError:
         pass
-    return res, residue
+    return res, residue, missing
 
 
 # ---------------------------------------------------------------------------
@@ -773,7 +796,7 @@ def main(argv=None):
     print(f"cold reads: {'drop_caches' if args.drop_caches else 'posix_fadvise(DONTNEED)'}")
     t0 = time.perf_counter()
     try:
-        res, residue = measure(args, directory)
+        res, residue, missing = measure(args, directory)
         growth = measure_growth(args, directory) if args.scale_mib else None
     except Crash as exc:
         print(f"checkpoint_io.py: CRASH: {exc}", file=sys.stderr)
@@ -791,6 +814,10 @@ def main(argv=None):
     known = [r for r in residue if r is not None]
     if known:
         print(f"page cache left of the files at a cold read: at most {max(known) / MIB:.1f} MiB")
+    known = [r for r in missing if r is not None]
+    if known:
+        print(f"bytes of the files not in the page cache at a warm read: at most "
+              f"{max(known) / MIB:.1f} MiB")
     if not all(s["peak_reset"] for s in res["portal_w"] + res["torch_w"]):
         print("warning: /proc/self/clear_refs failed: peak memory includes building the state")
     print()
