@@ -418,11 +418,7 @@ def run_dd(directory, nbytes, drop_caches=False):
     subprocess.run(["dd", "if=/dev/zero", f"of={path}",
                     f"bs={DD_BLOCK}", f"count={count}", "conv=fsync", "status=none"], check=True)
     elapsed = time.perf_counter() - t0
-    evict([path], drop_caches)
-    t0 = time.perf_counter()
-    subprocess.run(["dd", f"if={path}", "of=/dev/null", f"bs={DD_BLOCK}", "status=none"],
-                   check=True)
-    read = time.perf_counter() - t0
+    read = dd_read_files([path], drop_caches)["read"]
     os.unlink(path)
     return {"seconds": elapsed, "read": read, "bytes": count * DD_BLOCK}
 
