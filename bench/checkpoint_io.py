@@ -413,22 +413,24 @@ def run_child(mode, kind, target, size_mib):
     raise Crash(f"{mode} {kind} printed no result:\n{proc.stdout[-2000:]}")
 
 
-def run_dd(directory, nbytes, drop_caches=False):
+def run_dd(directory, nbytes, drop_caches=False, at_once=True):
     """dd's write (conv=fsync) of ``nbytes``, then its sequential read of the same
-    file with the file's pages evicted first: the disk's own bandwidths.  The
-    read is timed twice: at once after the eviction ("read_at_once", for
-    information: dd then reuses the memory the eviction just freed, see
-    ``evict``) and, the baseline, once the freed memory has settled ("read")."""
+    file with the file's pages evicted first: the disk's own bandwidths, the read
+    once the freed memory has settled ("read").  With ``at_once``, also a read
+    started at once after the eviction ("read_at_once", for information: dd then
+    reuses the memory the eviction just freed, see ``evict``)."""
     count = -(-nbytes // DD_BLOCK)
     path = os.path.join(directory, "dd.bin")
     t0 = time.perf_counter()
     subprocess.run(["dd", "if=/dev/zero", f"of={path}",
                     f"bs={DD_BLOCK}", f"count={count}", "conv=fsync", "status=none"], check=True)
     elapsed = time.perf_counter() - t0
-    at_once = dd_read_files([path], drop_caches, settle=False)["read"]
-    read = dd_read_files([path], drop_caches)["read"]
+    out = {"seconds": elapsed, "bytes": count * DD_BLOCK}
+    if at_once:
+        out["read_at_once"] = dd_read_files([path], drop_caches, settle=False)["read"]
+    out["read"] = dd_read_files([path], drop_caches)["read"]
     os.unlink(path)
-    return {"seconds": elapsed, "read": read, "read_at_once": at_once, "bytes": count * DD_BLOCK}
+    return out
 
 
 def dd_read_files(paths, drop_caches=False, settle=True):
@@ -463,10 +465,10 @@ def evict(paths, drop_caches, settle=True):
     of CPU at once, 0.6-0.8 GB/s and 0.6-1.0 s a second or more later, the same
     file; 2 GiB freed are not all returned after 3 s (dd's CPU 0.79 s/GiB then,
     0.94-1.10 after 8 s), hence 6 s (docs/benchmarks.md, "What dd's cold read
-    measured").  A resume meets
-    the second case (its process starts long after anything was freed), and so
-    does every reader here that starts a Python process; so every cold read,
-    dd's included, starts once the freed memory has gone back."""
+    measured").  A resume meets the second case (its process starts long after
+    anything was freed), and so does every reader here that starts a Python
+    process; so every cold read, dd's included, starts once the freed memory
+    has gone back."""
     if drop_caches:
         subprocess.run(["sync"], check=True)
         with open("/proc/sys/vm/drop_caches", "w") as f:
@@ -677,7 +679,7 @@ def measure_growth(args, directory):
     out = []
     for size in args.scale_mib:
         sample = suspend_and_resume(tools, work, SCALE_PROGRAM, size, args.drop_caches)
-        dd = run_dd(work, size * MIB, args.drop_caches)
+        dd = run_dd(work, size * MIB, args.drop_caches, at_once=False)   # not shown there
         progress(f"growth {size} MiB: suspend {sample['suspend']:.2f} s, resume "
                  f"{sample['resume']:.2f} s; dd write {dd['seconds']:.2f} s, read {dd['read']:.2f} s")
         out.append((size, sample, dd))
@@ -752,11 +754,9 @@ def evaluate(res):
             r = p_rd / d_rd
             rows.append(("restore MiB/s vs dd read, cold", f"{p_rd / MIB:.0f}", f"{d_rd / MIB:.0f}",
                          f"{r:.2f}x", f">= {TARGET_VS_DD_READ}x", r >= TARGET_VS_DD_READ))
-            at_once = [s for s in dd if "read_at_once" in s]
-            if at_once:
-                a_rd = statistics.median(s["bytes"] / s["read_at_once"] for s in at_once)
-                rows.append(("  vs dd read at once after evicting", f"{p_rd / MIB:.0f}",
-                             f"{a_rd / MIB:.0f}", f"{p_rd / a_rd:.2f}x", "(info)", None))
+            a_rd = statistics.median(s["bytes"] / s["read_at_once"] for s in dd)
+            rows.append(("  vs dd read at once after evicting", f"{p_rd / MIB:.0f}",
+                         f"{a_rd / MIB:.0f}", f"{p_rd / a_rd:.2f}x", "(info)", None))
             if res.get("dd_own"):
                 o_rd = statistics.median(s["bytes"] / s["read"] for s in res["dd_own"])
                 rows.append(("  vs dd of its own files, cold", f"{p_rd / MIB:.0f}",
