@@ -30,7 +30,8 @@ Reported (medians of the repetitions):
   restore vs dd      portal's cold restore throughput / dd's sequential read
                      of a file as big, its pages evicted   target >= 0.9
                      (and, for information, against the same dd read started
-                     at once after the eviction, and against dd reading the
+                     at once after the eviction, against it with
+                     iflag=direct (no page cache), and against dd reading the
                      checkpoint's own files right after Portal did, evicted
                      again: on a virtual disk the host's cache serves a file
                      just written faster than an older one)
@@ -51,7 +52,9 @@ dd's too, starts SETTLE_S after the eviction, once the memory it freed has gone
 back to the virtual machine's host: see evict) and warm (every
 page of the files read into the page cache first, by a plain read of each:
 Portal's cold read bypasses the page cache with O_DIRECT, so without it a
-"warm" restore after a cold one would read the disk again).
+"warm" restore after a cold one would read the disk again), the warm reader too
+starting SETTLE_S after that read, so that neither reader of a pair inherits
+the memory the other has just freed.
 
 Exit status: 0 (it is a benchmark); with --check, 1 if a target is missed; 2 if
 a run crashed or a reader restored different tensors.  See docs/benchmarks.md.
@@ -75,7 +78,7 @@ REPO = os.path.dirname(BENCH_DIR)
 PYTHON = "/usr/bin/python3"
 MIB = 1 << 20
 DD_BLOCK = 16 * MIB
-SETTLE_S = 6.0                # after an eviction, before a cold read (see evict)
+SETTLE_S = 6.0                # before every read: after an eviction, or a warm-up (see evict)
 
 TARGET_VS_DD = 0.8
 TARGET_VS_TORCH_SAVE = 1.0
@@ -418,7 +421,10 @@ def run_dd(directory, nbytes, drop_caches=False, at_once=True):
     file with the file's pages evicted first: the disk's own bandwidths, the read
     once the freed memory has settled ("read").  With ``at_once``, also a read
     started at once after the eviction ("read_at_once", for information: dd then
-    reuses the memory the eviction just freed, see ``evict``)."""
+    reuses the memory the eviction just freed, see ``evict``) and one with
+    iflag=direct ("read_direct", for information: the disk without the page
+    cache's cost of filling fresh memory, which on this VM can be the slower
+    part)."""
     count = -(-nbytes // DD_BLOCK)
     path = os.path.join(directory, "dd.bin")
     t0 = time.perf_counter()
@@ -428,20 +434,21 @@ def run_dd(directory, nbytes, drop_caches=False, at_once=True):
     out = {"seconds": elapsed, "bytes": count * DD_BLOCK}
     if at_once:
         out["read_at_once"] = dd_read_files([path], drop_caches, settle=False)["read"]
+        out["read_direct"] = dd_read_files([path], drop_caches, direct=True)["read"]
     out["read"] = dd_read_files([path], drop_caches)["read"]
     os.unlink(path)
     return out
 
 
-def dd_read_files(paths, drop_caches=False, settle=True):
+def dd_read_files(paths, drop_caches=False, settle=True, direct=False):
     """dd's sequential read of each of ``paths`` in turn, their pages evicted
-    first: {"bytes", "read" (seconds)}."""
+    first (``direct``: with iflag=direct): {"bytes", "read" (seconds)}."""
     evict(paths, drop_caches, settle)
     nbytes = sum(os.path.getsize(p) for p in paths)
     t0 = time.perf_counter()
     for path in paths:
-        subprocess.run(["dd", f"if={path}", "of=/dev/null", f"bs={DD_BLOCK}", "status=none"],
-                       check=True)
+        subprocess.run(["dd", f"if={path}", "of=/dev/null", f"bs={DD_BLOCK}", "status=none"]
+                       + (["iflag=direct"] if direct else []), check=True)
     return {"bytes": nbytes, "read": time.perf_counter() - t0}
 
 
@@ -558,6 +565,11 @@ def measure(args, directory):
                     residue.append(cached_bytes(paths))
                 else:
                     warm_up(paths)
+                    # the memory state a cold reader meets (evict's docstring): the
+                    # reader before this one freed as much as it read, still backed
+                    # by the host for a moment; unsettled, the second reader of a
+                    # pair would fault it in for nothing and the first pay in full
+                    time.sleep(SETTLE_S)
                     missing.append(uncached_bytes(paths))
                 r = run_child("read", w, target, args.size_mib)
                 if r["fingerprint"] != reference:
@@ -757,6 +769,9 @@ def evaluate(res):
             a_rd = statistics.median(s["bytes"] / s["read_at_once"] for s in dd)
             rows.append(("  vs dd read at once after evicting", f"{p_rd / MIB:.0f}",
                          f"{a_rd / MIB:.0f}", f"{p_rd / a_rd:.2f}x", "(info)", None))
+            x_rd = statistics.median(s["bytes"] / s["read_direct"] for s in dd)
+            rows.append(("  vs dd read iflag=direct", f"{p_rd / MIB:.0f}",
+                         f"{x_rd / MIB:.0f}", f"{p_rd / x_rd:.2f}x", "(info)", None))
             if res.get("dd_own"):
                 o_rd = statistics.median(s["bytes"] / s["read"] for s in res["dd_own"])
                 rows.append(("  vs dd of its own files, cold", f"{p_rd / MIB:.0f}",
