@@ -62,10 +62,32 @@ def _types():
     return tuple(kinds), {id(g) for g in globals_ if g is not None}, tuple(opaque)
 
 
-def _children(obj):
-    if isinstance(obj, dict):
+# What the search does with an object, decided once per type and search
+# (_verdict): a generator to note, something not looked into, or where its
+# children are.  Not kept past the search: it would keep the program's classes alive.
+_GENERATOR, _OPAQUE, _MAPPING, _SEQUENCE, _ATTRIBUTES = range(5)
+
+
+def _verdict(cls, kinds, opaque):
+    """By the object's own type, not isinstance(): torch's Generator has a
+    metaclass whose __instancecheck__ is Python code, and a search visits
+    hundreds of objects; an object that only claims a class (__class__) is not
+    a generator Portal could save anyway."""
+    if issubclass(cls, kinds):
+        return _GENERATOR
+    if issubclass(cls, opaque):
+        return _OPAQUE
+    if issubclass(cls, dict):
+        return _MAPPING
+    if issubclass(cls, (list, tuple)):
+        return _SEQUENCE
+    return _ATTRIBUTES
+
+
+def _children(obj, verdict):
+    if verdict == _MAPPING:
         return list(obj.values())[:MAX_ITEMS]
-    if isinstance(obj, (list, tuple)):
+    if verdict == _SEQUENCE:
         return list(obj[:MAX_ITEMS])
     try:
         attributes = object.__getattribute__(obj, "__dict__")
@@ -96,6 +118,7 @@ def find(frame):
     import types
     opaque += (types.FunctionType, types.BuiltinFunctionType, types.MethodType,
                types.CodeType, types.FrameType)
+    verdicts = {}
     # The frame's variables, read in place: nothing of the program's is changed
     # (a `d = locals()` it holds stays as it was) and nothing kept (frame_locals.py).
     roots = [(value, 0) for value in frame_locals.snapshot(frame).values()]
@@ -109,7 +132,11 @@ def find(frame):
             continue
         seen.add(id(obj))
         visits += 1
-        if isinstance(obj, kinds):
+        cls = type(obj)
+        verdict = verdicts.get(cls)
+        if verdict is None:
+            verdict = verdicts[cls] = _verdict(cls, kinds, opaque)
+        if verdict == _GENERATOR:
             if id(obj) not in noted_globally:
                 found.append(obj)
                 inner = _bit_generator(obj)
@@ -117,9 +144,12 @@ def find(frame):
                     seen.add(id(inner))
                     found.append(inner)
             continue
-        if depth >= MAX_DEPTH or isinstance(obj, opaque):
+        if depth >= MAX_DEPTH or verdict == _OPAQUE:
             continue
-        todo.extend((child, depth + 1) for child in reversed(_children(obj)))
+        children = _children(obj, verdict)
+        if children:
+            depth += 1
+            todo.extend([(child, depth) for child in reversed(children)])
     return found
 
 

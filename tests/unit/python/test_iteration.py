@@ -301,6 +301,47 @@ def test_the_search_leaves_a_locals_dict_the_program_holds_as_it_was():
     assert held == before       # not filled again with the variables bound since
 
 
+def test_the_search_finds_generators_through_each_kind_of_container():
+    import collections
+    from _portal import generator_states
+
+    class Rng(random.Random):            # a subclass of a generator kind
+        pass
+
+    class Holder:
+        pass
+    in_ordered, in_list, in_tuple, own = random.Random(1), random.Random(2), Rng(3), Rng(4)
+    holder = Holder()
+    holder.hooks = collections.OrderedDict(a=in_ordered)        # a dict subclass
+    holder.items = [0, "x", (in_tuple,), [in_list]]              # sequences in sequences
+    holder.rng = own
+    not_a_dict = Holder()
+    not_a_dict.__class__ = type("Claims", (Holder,), {"__class__": property(lambda self: dict)})
+    not_a_dict.inner = random.Random(5)  # looked into by its own type: its attributes
+    found = generator_states.find(sys._getframe())
+    for rng in (in_ordered, in_list, in_tuple, own, not_a_dict.inner):
+        assert any(g is rng for g in found)
+    assert not any(g is holder for g in found)
+
+
+def test_the_search_keeps_no_class_of_the_programs_alive():
+    import gc
+    import weakref
+    from _portal import generator_states
+
+    def made():
+        cls = type("Made", (), {})
+        obj = cls()
+        obj.rng = random.Random(6)
+        return cls, obj
+    cls, obj = made()
+    ref = weakref.ref(cls)
+    assert any(g is obj.rng for g in generator_states.find(sys._getframe()))
+    del cls, obj
+    gc.collect()
+    assert ref() is None
+
+
 def pickled_as_saved(obj):
     """`obj` pickled with the plug-ins' reducers, as the capture pickles it."""
     import io
