@@ -416,10 +416,10 @@ def run_child(mode, kind, target, size_mib):
     raise Crash(f"{mode} {kind} printed no result:\n{proc.stdout[-2000:]}")
 
 
-def run_dd(directory, nbytes, drop_caches=False, at_once=True):
+def run_dd(directory, nbytes, drop_caches=False, info_reads=True):
     """dd's write (conv=fsync) of ``nbytes``, then its sequential read of the same
     file with the file's pages evicted first: the disk's own bandwidths, the read
-    once the freed memory has settled ("read").  With ``at_once``, also a read
+    once the freed memory has settled ("read").  With ``info_reads``, also a read
     started at once after the eviction ("read_at_once", for information: dd then
     reuses the memory the eviction just freed, see ``evict``) and one with
     iflag=direct ("read_direct", for information: the disk without the page
@@ -432,7 +432,7 @@ def run_dd(directory, nbytes, drop_caches=False, at_once=True):
                     f"bs={DD_BLOCK}", f"count={count}", "conv=fsync", "status=none"], check=True)
     elapsed = time.perf_counter() - t0
     out = {"seconds": elapsed, "bytes": count * DD_BLOCK}
-    if at_once:
+    if info_reads:
         out["read_at_once"] = dd_read_files([path], drop_caches, settle=False)["read"]
         out["read_direct"] = dd_read_files([path], drop_caches, direct=True)["read"]
     out["read"] = dd_read_files([path], drop_caches)["read"]
@@ -691,7 +691,7 @@ def measure_growth(args, directory):
     out = []
     for size in args.scale_mib:
         sample = suspend_and_resume(tools, work, SCALE_PROGRAM, size, args.drop_caches)
-        dd = run_dd(work, size * MIB, args.drop_caches, at_once=False)   # not shown there
+        dd = run_dd(work, size * MIB, args.drop_caches, info_reads=False)   # not shown there
         progress(f"growth {size} MiB: suspend {sample['suspend']:.2f} s, resume "
                  f"{sample['resume']:.2f} s; dd write {dd['seconds']:.2f} s, read {dd['read']:.2f} s")
         out.append((size, sample, dd))
