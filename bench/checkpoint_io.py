@@ -616,6 +616,8 @@ for step in range(3):
 print("done", int(zeros.sum()), int(dense[:5].sum()))
 """
 SPARSE_TOUCHED = 16 * MIB + 3 * 4096                 # the bytes SPARSE_PROGRAM writes
+SPARSE_LAST_BYTE = 2 * 4096 * 1001                  # the offset of its last write into zeros
+SPARSE_MIN_MIB = SPARSE_LAST_BYTE // MIB + 1          # the smallest zeros that hold it
 
 
 def find_tool(name, variable):
@@ -695,9 +697,12 @@ def measure_growth(args, directory):
         progress(f"growth {size} MiB: suspend {sample['suspend']:.2f} s, resume "
                  f"{sample['resume']:.2f} s; dd write {dd['seconds']:.2f} s, read {dd['read']:.2f} s")
         out.append((size, sample, dd))
-    sparse = suspend_and_resume(tools, work, SPARSE_PROGRAM, args.sparse_mib, args.drop_caches)
-    progress(f"sparse {args.sparse_mib} MiB of untouched zeros: stored "
-             f"{sparse['stored'] / MIB:.1f} MiB of {sparse['logical'] / MIB:.1f} MiB")
+    sparse = None
+    if args.sparse_mib:
+        sparse = suspend_and_resume(tools, work, SPARSE_PROGRAM, args.sparse_mib,
+                                    args.drop_caches)
+        progress(f"sparse {args.sparse_mib} MiB of untouched zeros: stored "
+                 f"{sparse['stored'] / MIB:.1f} MiB of {sparse['logical'] / MIB:.1f} MiB")
     shutil.rmtree(work, ignore_errors=True)
     return out, sparse
 
@@ -719,6 +724,8 @@ def print_growth(growth):
           "iteration; (write), (read): of which the checkpoint's write / read and verify, as\n"
           "the job records them; MiB/s: checkpoint bytes / the whole time; dd: MiB/s of as\n"
           "many bytes, written with conv=fsync / read back with its pages evicted")
+    if sparse is None:      # --sparse-mib 0
+        return []
     ratio = sparse["stored"] / SPARSE_TOUCHED
     return [("sparse: stored / touched bytes", f"{sparse['stored'] / MIB:.1f}",
              f"{SPARSE_TOUCHED / MIB:.1f}", f"{ratio:.3f}", f"<= {TARGET_SPARSE}",
@@ -815,13 +822,18 @@ def main(argv=None):
                     help="state sizes (MiB) of the suspend/resume table through portal-run "
                          "(default 256 1024 4096; none: no table)")
     ap.add_argument("--sparse-mib", type=int, default=4096,
-                    help="untouched np.zeros of the sparse run, MiB (default 4096)")
+                    help="untouched np.zeros of the sparse run, MiB (default 4096; "
+                         f"0: no sparse run; else at least {SPARSE_MIN_MIB})")
     ap.add_argument("--child", choices=("write", "read"), help=argparse.SUPPRESS)
     ap.add_argument("--kind", choices=("portal", "torch"), help=argparse.SUPPRESS)
     ap.add_argument("--target", help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     if args.child:
         return child_main(args)
+    if args.sparse_mib and args.sparse_mib < SPARSE_MIN_MIB:
+        ap.error(f"--sparse-mib {args.sparse_mib}: the sparse run writes at "
+                 f"{SPARSE_LAST_BYTE / MIB:.1f} MiB into its zeros: give 0 (no sparse run) "
+                 f"or at least {SPARSE_MIN_MIB}")
 
     started = datetime.datetime.now(datetime.timezone.utc)
     owned = args.dir is None
