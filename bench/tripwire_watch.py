@@ -9,7 +9,10 @@ PORTAL_MEMORY_TRIPWIRE=resident): what it costs and what its poll interval chang
    /proc/PID/task/*/schedstat, nanoseconds) while the program sleeps --seconds,
    for each poll interval, against a run with the tripwire off
    (PORTAL_MEMORY_TRIPWIRE=0) in the same run, interleaved; the program's own
-   process is not the supervisor's and is not counted.
+   process is not the supervisor's and is not counted.  Under --mem 2G (the
+   high water 1.3 GiB away: a look every 20 ms or the poll interval if longer)
+   and under the machine's own cap (no --mem: far below it, a look every few
+   hundred milliseconds; memory_watch.hpp's next_look()).
 2. What the interval changes: for each interval, how tests/e2e/tripwire's
    grow_numpy.py (--mem 1G: memory grown by 128 MiB allocations, case b) and
    one_write.py (--mem 512M: one 384 MiB array written at once, case c) end: the
@@ -50,8 +53,9 @@ def cpu_ns(pid):
     return total
 
 
-def supervisor_cpu(portal_run, seconds, env):
-    proc = subprocess.Popen([portal_run, "--mem", "2G", "-c", f"import time; time.sleep({seconds})"],
+def supervisor_cpu(portal_run, seconds, env, mem):
+    limit = ["--mem", mem] if mem else []
+    proc = subprocess.Popen([portal_run, *limit, "-c", f"import time; time.sleep({seconds})"],
                             env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     time.sleep(seconds - READ_BEFORE_END)
     ns = cpu_ns(proc.pid)
@@ -104,19 +108,24 @@ def main():
         print(f"\n1. supervisor CPU while the program sleeps {args.seconds:g} s "
               f"(median of {args.repeats}, interleaved)")
         results = {"off": []}
+        mems = ("2G", None)
         for _ in range(args.repeats):
-            results["off"].append(supervisor_cpu(portal_run, args.seconds, off))
-            for p in polls:
-                results.setdefault(p, []).append(
-                    supervisor_cpu(portal_run, args.seconds, dict(base, PORTAL_TRIPWIRE_POLL_MS=str(p))))
+            results["off"].append(supervisor_cpu(portal_run, args.seconds, off, None))
+            for mem in mems:
+                for p in polls:
+                    results.setdefault((mem, p), []).append(supervisor_cpu(
+                        portal_run, args.seconds, dict(base, PORTAL_TRIPWIRE_POLL_MS=str(p)), mem))
         median = {k: sorted(v)[len(v) // 2] for k, v in results.items()}
         watched = args.seconds - READ_BEFORE_END
-        print(f"  {'poll':>8}  {'CPU ms':>8}  {'over off':>9}  {'per second':>11}  {'% of a core':>11}")
-        print(f"  {'off':>8}  {median['off'] / 1e6:8.2f}")
-        for p in polls:
-            extra = max(0, median[p] - median["off"])
-            print(f"  {p:>6}ms  {median[p] / 1e6:8.2f}  {extra / 1e6:8.2f}  {extra / 1e6 / watched:8.3f} ms"
-                  f"  {100 * extra / 1e9 / watched:10.3f}%")
+        print(f"  {'cap':>14}  {'poll':>8}  {'CPU ms':>8}  {'over off':>9}  {'per second':>11}  "
+              f"{'% of a core':>11}")
+        print(f"  {'off':>14}  {'':>8}  {median['off'] / 1e6:8.2f}")
+        for mem in mems:
+            for p in polls:
+                extra = max(0, median[mem, p] - median["off"])
+                print(f"  {'--mem ' + mem if mem else 'the machine':>14}  {p:>6}ms  "
+                      f"{median[mem, p] / 1e6:8.2f}  {extra / 1e6:8.2f}  "
+                      f"{extra / 1e6 / watched:8.3f} ms  {100 * extra / 1e9 / watched:10.3f}%")
 
         print("\n2. how the program is stopped, by poll interval (cap: --mem less the 256 MiB reserve)")
         print(f"  {'poll':>8}  {'case':<34}  {'stopped by':<19}  {'round':>5}  {'peak RSS':>9}  {'cap':>9}")

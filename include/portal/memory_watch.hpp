@@ -6,8 +6,8 @@
 // The interpreter starts with an address-space limit (RLIMIT_DATA) well above the
 // machine, address_ceiling(): a reservation python would be given (two untouched
 // 12 GiB np.zeros on a 24 GiB machine) is given under Portal too.  The watcher
-// reads the program's anonymous resident memory from /proc/PID/statm every
-// poll interval:
+// reads the program's anonymous resident memory from /proc/PID/statm, every poll
+// interval near the cap and less often far below it (next_look()):
 //   - from kHighWater of the cap up, it lowers the program's RLIMIT_DATA
 //     (prlimit) to its current data size plus the head-room the cap has left
 //     (cap - resident), so that the next allocation that would pass the cap fails
@@ -26,7 +26,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdint>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <sys/types.h>
@@ -38,10 +41,15 @@ namespace portal::tripwire {
 // left, and the one below which it is unbounded again.
 constexpr double kHighWater = 0.75;
 constexpr double kLowWater = 0.6;
-// How often resident memory is looked at (PORTAL_TRIPWIRE_POLL_MS replaces it,
-// for bench/tripwire_watch.py); docs/architecture.md has its cost.
+// How often resident memory is looked at near the cap (PORTAL_TRIPWIRE_POLL_MS
+// replaces it, for bench/tripwire_watch.py); docs/architecture.md has its cost.
 constexpr int kDefaultPollMilliseconds = 5;
 constexpr const char* kPollVariable = "PORTAL_TRIPWIRE_POLL_MS";
+// Far below the cap: the fastest a program is taken to write fresh memory (this
+// host writes 0.3-0.5 GiB/s with one thread; 64 GiB/s is a large server's memory
+// bandwidth), and the longest wait between two looks.
+constexpr std::uint64_t kMaxGrowthBytesPerSecond = 64ull << 30;
+constexpr int kMaxLookMilliseconds = 1000;
 // The limit is rewritten only when it moves by at least this much.
 constexpr std::uint64_t kLimitStep = 1ull << 20;
 // The environment variables that tell the interpreter the suspension request's
@@ -86,6 +94,17 @@ struct Decision {
 Decision decide(const Usage& usage, std::uint64_t cap, std::uint64_t ceiling, bool lowered,
                 const Usage& before = {}, std::uint64_t limit = 0);
 
+// How long after a look at `usage` the next one comes.  From the high water up, or
+// while the limit is `lowered`, every `poll_ms`.  Below it, the time the program
+// would take to write its way up to the high water at kMaxGrowthBytesPerSecond
+// (so that the look which first finds it past the high water comes no later than
+// the one at poll_ms would near there), never less than poll_ms and never more
+// than kMaxLookMilliseconds.  Why: each look wakes a core; at 5 ms that is ~1.3%
+// of one here, and where no core is idle it preempts the program 200 times a
+// second, a cost no count of the program's own instructions shows (a program far
+// under its cap is now looked at a few times a second).
+std::chrono::milliseconds next_look(const Usage& usage, std::uint64_t cap, bool lowered, int poll_ms);
+
 // --- the thread ---------------------------------------------------------------------
 
 // Watches `pid` from construction until destruction (or the process's end); no
@@ -99,16 +118,23 @@ public:
     MemoryWatch(const MemoryWatch&) = delete;
     MemoryWatch& operator=(const MemoryWatch&) = delete;
 
-    // The poll interval in use (kDefaultPollMilliseconds or PORTAL_TRIPWIRE_POLL_MS).
+    // The poll interval in use near the cap (kDefaultPollMilliseconds or
+    // PORTAL_TRIPWIRE_POLL_MS).
     static int poll_milliseconds();
 
 private:
     void run();
+    // Waits `interval` or until the destructor asks the thread to stop; true if asked.
+    bool stop_within(std::chrono::milliseconds interval);
 
     pid_t pid_;
     std::uint64_t cap_;
     std::uint64_t ceiling_;
-    std::atomic<bool> stop_{false};
+    // Guards stop_ for the wait (a look may be a second away: the supervisor's end
+    // must not wait for it).
+    std::mutex mutex_;
+    std::condition_variable wake_;
+    bool stop_ = false;
     std::thread thread_;
 };
 

@@ -94,6 +94,16 @@ Decision decide(const Usage& usage, std::uint64_t cap, std::uint64_t ceiling, bo
     return d;
 }
 
+std::chrono::milliseconds next_look(const Usage& usage, std::uint64_t cap, bool lowered, int poll_ms) {
+    const auto poll = std::chrono::milliseconds(poll_ms);
+    const auto high = static_cast<std::uint64_t>(static_cast<double>(cap) * kHighWater);
+    if (lowered || usage.resident >= high) return poll;
+    constexpr std::uint64_t kMillisecondsPerSecond = 1000;
+    const std::uint64_t ms = (high - usage.resident) / (kMaxGrowthBytesPerSecond / kMillisecondsPerSecond);
+    const auto longest = static_cast<std::uint64_t>(std::max(poll_ms, kMaxLookMilliseconds));
+    return std::max(poll, std::chrono::milliseconds(std::min(ms, longest)));
+}
+
 int MemoryWatch::poll_milliseconds() {
     const char* text = std::getenv(kPollVariable);
     if (text != nullptr) {
@@ -116,8 +126,17 @@ MemoryWatch::MemoryWatch(pid_t pid, std::uint64_t cap, std::uint64_t soft_limit)
 }
 
 MemoryWatch::~MemoryWatch() {
-    stop_.store(true);
+    {
+        std::lock_guard<std::mutex> lock(mutex_);
+        stop_ = true;
+    }
+    wake_.notify_all();
     if (thread_.joinable()) thread_.join();
+}
+
+bool MemoryWatch::stop_within(std::chrono::milliseconds interval) {
+    std::unique_lock<std::mutex> lock(mutex_);
+    return wake_.wait_for(lock, interval, [this] { return stop_; });
 }
 
 void MemoryWatch::run() {
@@ -125,13 +144,13 @@ void MemoryWatch::run() {
     const int fd = open(path.c_str(), O_RDONLY | O_CLOEXEC);
     if (fd < 0) return;
     const std::uint64_t page = page_size();
-    const auto interval = std::chrono::milliseconds(poll_milliseconds());
+    const int poll_ms = poll_milliseconds();
     bool lowered = false;
     bool requested = false;
     std::uint64_t limit = ceiling_;
     Usage before;
     char buf[kStatmBytes];
-    while (!stop_.load()) {
+    for (;;) {
         // pread at 0 makes /proc regenerate the file: one open for the whole run.
         const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
         if (n <= 0) break;  // the process is gone
@@ -161,7 +180,7 @@ void MemoryWatch::run() {
                 if (set_soft_limit(pid_, ceiling_)) limit = ceiling_;
             }
         }
-        std::this_thread::sleep_for(interval);
+        if (stop_within(next_look(*usage, cap_, lowered || requested, poll_ms))) break;
     }
     close(fd);
 }

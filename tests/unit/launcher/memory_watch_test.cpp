@@ -132,6 +132,38 @@ TEST(Decide, NeverAboveTheCeiling) {
     EXPECT_EQ(d.limit, 30 * GiB);
 }
 
+TEST(NextLook, EveryPollFromTheHighWaterUpAndWhileLowered) {
+    const std::uint64_t cap = 8 * GiB;
+    const auto poll = std::chrono::milliseconds(kDefaultPollMilliseconds);
+    EXPECT_EQ(next_look({7 * GiB, 8 * GiB}, cap, false, kDefaultPollMilliseconds), poll);
+    EXPECT_EQ(next_look({6 * GiB, 8 * GiB}, cap, false, kDefaultPollMilliseconds), poll);  // 75%
+    // lowered: between the low and the high water on the way down
+    EXPECT_EQ(next_look({5 * GiB, 8 * GiB}, cap, true, kDefaultPollMilliseconds), poll);
+}
+
+TEST(NextLook, FarBelowNoLaterThanTheFastestGrowthReachesTheHighWater) {
+    const std::uint64_t cap = 24 * GiB;
+    const std::uint64_t high = 18 * GiB;  // kHighWater of it
+    for (std::uint64_t resident : {0 * GiB, 1 * GiB, 4 * GiB, 12 * GiB, 17 * GiB}) {
+        const auto wait = next_look({resident, resident}, cap, false, kDefaultPollMilliseconds);
+        const double grown = static_cast<double>(kMaxGrowthBytesPerSecond) * wait.count() / 1000.0;
+        EXPECT_LE(grown, static_cast<double>(high - resident)) << resident;
+        EXPECT_GE(wait.count(), kDefaultPollMilliseconds) << resident;
+        EXPECT_LE(wait.count(), kMaxLookMilliseconds) << resident;
+    }
+    // 1 GiB of 24: 17 GiB to the high water at 64 GiB/s is 265 ms, not 5.
+    EXPECT_EQ(next_look({1 * GiB, 1 * GiB}, cap, false, kDefaultPollMilliseconds).count(), 265);
+    // a nearer look as the memory grows
+    EXPECT_GT(next_look({1 * GiB, 1 * GiB}, cap, false, 5), next_look({12 * GiB, 12 * GiB}, cap, false, 5));
+}
+
+TEST(NextLook, NeverSoonerThanThePollNorLaterThanTheLongestWait) {
+    // a small cap: the high water is nearer than one poll at the fastest growth
+    EXPECT_EQ(next_look({10 * MiB, 10 * MiB}, 256 * MiB, false, 5).count(), 5);
+    EXPECT_EQ(next_look({10 * MiB, 10 * MiB}, 256 * MiB, false, 20).count(), 20);
+    EXPECT_EQ(next_look({0, 0}, 1024 * GiB, false, 5).count(), kMaxLookMilliseconds);
+}
+
 TEST(MemorySignal, AfterThePreemptionRequest) {
     EXPECT_EQ(memory_signal(), preempt::request_signal() + 1);
     EXPECT_LE(memory_signal(), SIGRTMAX);
@@ -182,6 +214,33 @@ TEST(MemoryWatch, LowersTheLimitNearTheCapAndRaisesItAgain) {
         EXPECT_EQ(WEXITSTATUS(status), 0);
     }
     for (int fd : {to_parent[0], to_parent[1], to_child[0], to_child[1]}) close(fd);
+}
+
+// Far under its cap the watcher waits up to kMaxLookMilliseconds between looks: its
+// end (the supervisor's, once the program is reaped) must not wait for the next one.
+TEST(MemoryWatch, StopsAtOnceBetweenLooks) {
+    int to_child[2];
+    ASSERT_EQ(pipe(to_child), 0);
+    const pid_t pid = fork();
+    ASSERT_GE(pid, 0);
+    if (pid == 0) {
+        char go;
+        _exit(read(to_child[0], &go, 1) == 1 ? 0 : 1);
+    }
+    const std::uint64_t cap = 1024 * GiB;  // the longest wait between looks
+    ASSERT_EQ(next_look({0, 0}, cap, false, MemoryWatch::poll_milliseconds()).count(), kMaxLookMilliseconds);
+    const auto started = std::chrono::steady_clock::now();
+    {
+        MemoryWatch watch(pid, cap, 64 * GiB);
+        std::this_thread::sleep_for(std::chrono::milliseconds(50));  // its first look is done
+    }
+    const auto took = std::chrono::steady_clock::now() - started;
+    EXPECT_LT(took, std::chrono::milliseconds(kMaxLookMilliseconds / 2));
+    ASSERT_EQ(write(to_child[1], "g", 1), 1);
+    int status = 0;
+    ASSERT_EQ(waitpid(pid, &status, 0), pid);
+    close(to_child[0]);
+    close(to_child[1]);
 }
 
 }  // namespace
