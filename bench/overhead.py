@@ -210,6 +210,7 @@ def measure_steady(pair, env, name, script, runs, reps, scale, pad=True):
     values = {label: [] for label, _ in pair}   # per process: min of its inner reps (s)
     cpu_values = {label: [] for label, _ in pair}  # the same in process CPU time (s)
     lost = {label: [] for label, _ in pair}     # per process: share of wall time not on CPU
+    switches = {label: [] for label, _ in pair}  # per process: preemptions a second of work
     inner = {label: [] for label, _ in pair}    # every inner repetition (s)
     checks = {label: set() for label, _ in pair}
     hooks = {label: set() for label, _ in pair}
@@ -225,6 +226,8 @@ def measure_steady(pair, env, name, script, runs, reps, scale, pad=True):
             cpu = result.get("cpu_times") or result["times"]
             cpu_values[label].append(min(cpu))
             lost[label].append(max(0.0, 1.0 - sum(cpu) / sum(result["times"])))
+            if "preempted" in result:
+                switches[label].append(result["preempted"] / sum(result["times"]))
             inner[label].extend(result["times"])
             checks[label].add(json.dumps(result["check"]))
             hooks[label].add(json.dumps(result.get("hooks"), sort_keys=True))
@@ -235,6 +238,7 @@ def measure_steady(pair, env, name, script, runs, reps, scale, pad=True):
     if len(all_checks) != 1:
         raise Crash(f"{name}: the runners computed different results: {checks!r}")
     return {"seconds": values, "cpu_seconds": cpu_values, "lost_share": lost,
+            "preempted_per_s": switches,
             "inner_seconds": inner, "check": all_checks.pop(),
             "info": info, "hooks": {k: [json.loads(h) for h in v] for k, v in hooks.items()}}
 
@@ -279,6 +283,8 @@ def evaluate(results):
             "ratio_cpu_median": statistics.median(r["cpu_seconds"]["portal-run"])
             / statistics.median(r["cpu_seconds"]["python"]),
             "lost_share_median": {k: statistics.median(v) for k, v in r["lost_share"].items()},
+            "preempted_per_s_median": {k: statistics.median(v)
+                                       for k, v in r.get("preempted_per_s", {}).items() if v},
             "target": f"<= {STEADY_TARGET_RATIO:.2f}", "pass": ratio <= STEADY_TARGET_RATIO,
             "busy": max(statistics.median(v) for v in r["lost_share"].values()) > 0.02,
         })
@@ -322,6 +328,12 @@ def print_table(rows, out=sys.stdout):
                 for row in rows if "lost_share_median" in row]
         out.write("share of in-script wall time off the CPU (preempted; python/portal-run, "
                   "median; >1% means a busy machine): " + ", ".join(lost) + "\n")
+        switched = [f"{row['workload'].split()[0]} "
+                    + "/".join(f"{v:.0f}" for v in row["preempted_per_s_median"].values())
+                    for row in rows if len(row.get("preempted_per_s_median", {})) == 2]
+        if switched:
+            out.write("involuntary context switches of the program's process a second of "
+                      "timed work (python/portal-run, median): " + ", ".join(switched) + "\n")
 
 
 def print_hooks(results, out=sys.stdout):

@@ -12,6 +12,7 @@ frame-evaluation, trace or profile function was in force.
 """
 import json
 import os
+import resource
 import sys
 import time
 
@@ -56,13 +57,18 @@ def measure(name, work, warmup=True, info=None):
     times = []
     cpu_times = []
     check = None
+    switched = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw
     for _ in range(reps()):
         c0 = time.process_time()
         t0 = time.perf_counter()
         check = work()
         times.append(time.perf_counter() - t0)
         cpu_times.append(time.process_time() - c0)
+    # Involuntary context switches during the timed work: how often another task
+    # (another process, or a supervisor's thread) took this one's core.
+    switched = resource.getrusage(resource.RUSAGE_SELF).ru_nivcsw - switched
     line = json.dumps({"workload": name, "times": times, "cpu_times": cpu_times,
+                       "preempted": switched,
                        "check": check,
                        "pid": os.getpid(), "info": info, "hooks": hooks()})
     sys.stdout.write("PORTAL_BENCH " + line + "\n")
