@@ -29,13 +29,6 @@ owner, a wrong MAC, damaged) is ignored and recompiled.  No trusted store, or no
 key: no cache (every start compiles again; still correct).  Written atomically
 (store.atomic_write), silently nothing on any error.
 
-A source whose compiling issues a warning (a SyntaxWarning: `x is 1`, an invalid
-escape) is cached only where python too would stop showing it: python compiles
-its main script on every run, so the warning comes every time, and an imported
-module's comes until a .pyc holds it, never under -B (sys.dont_write_bytecode).
-So the main script's code is not cached then, nor a module's under -B: each run
-compiles it again and python's warning comes as python gives it.
-
 When install() is given a codeindex.CodeRegistry, every instrumented module (and the
 main script, compile_main) is registered there with the source it came from.
 """
@@ -233,29 +226,13 @@ def _instrument():
     return instrument
 
 
-def _warns(source, path):
-    """Whether compiling the plain source issues a warning, whatever the program's
-    warning filters are (they may differ on the next run)."""
-    import warnings
-    with warnings.catch_warnings(record=True) as issued:
-        warnings.simplefilter("always")
-        try:
-            compile(source, path, "exec", dont_inherit=True)
-        except Exception:       # it compiled instrumented: nothing to cache against
-            return True
-    return bool(issued)
-
-
-def load_code(source_path, wrap=True, fake=None, source=None, read=None, registry=None,
-              warned_cached=True):
+def load_code(source_path, wrap=True, fake=None, source=None, read=None, registry=None):
     """(code, source) where code is the instrumented code of source_path, from the
     cache if it holds this very source, else compiled (and cached); code is None when
     it does not compile (the caller then raises python's own error by compiling the
     plain source).  source: the source bytes if already read; read: how to read
     them (a loader's get_data), open() by default.  registry: a
-    codeindex.CodeRegistry in which wrapped code is registered.  warned_cached:
-    False when python would show the source's compile warnings on the next run
-    too (the module docstring): such a source's code is then not cached."""
+    codeindex.CodeRegistry in which wrapped code is registered."""
     if source is None:
         if read is None:
             with open(source_path, "rb") as f:
@@ -273,10 +250,9 @@ def load_code(source_path, wrap=True, fake=None, source=None, read=None, registr
             code = _instrument().compile_user_source(source, source_path, fake, wrap=wrap)
         except Exception:
             return None, source
-        if warned_cached or not _warns(source, source_path):
-            cache_path = cache_path or portal_cache_path(source_path, create=True)
-            if cache_path is not None:
-                _write_cache(cache_path, header + marshal.dumps(code))
+        cache_path = cache_path or portal_cache_path(source_path, create=True)
+        if cache_path is not None:
+            _write_cache(cache_path, header + marshal.dumps(code))
     if registry is not None and wrap:
         registry.register(source_path, code, key)
     return code, source
@@ -295,8 +271,7 @@ class PortalLoader(SourceFileLoader):
 
     def _portal_load(self, source_path):
         return load_code(source_path, self._portal_wrap, self._portal_fake, None,
-                         self.get_data, self._portal_registry,
-                         warned_cached=not sys.dont_write_bytecode)
+                         self.get_data, self._portal_registry)
 
 
 # get_code() must look like importlib's own in a traceback.  When the source does not
@@ -449,7 +424,7 @@ def compile_main(path, source=None, fake_oom=_INSTALLED, registry=_INSTALLED):
         registry = _installed["registry"]
     path = os.fspath(path)
     code, source = load_code(path, True, fake_oom_lines(path, fake_oom), source,
-                             None, registry, warned_cached=False)
+                             None, registry)
     if code is None:
         code = compile(source, path, "exec", dont_inherit=True)
     return code
