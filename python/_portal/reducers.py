@@ -79,6 +79,11 @@ import weakref
 
 from .codeindex import REGISTRY
 
+try:
+    from . import _librefs      # the native module: library globals by reference
+except ImportError:             # not built (a source checkout): saved by value
+    _librefs = None
+
 __all__ = ["Pickler", "Loader", "Unsaveable", "dumps", "loads", "user_modules"]
 
 _MOD = __name__
@@ -423,6 +428,52 @@ class _LibraryDict:
         self.name = name
 
 
+#: Built-in types whose library globals are saved by reference (persistent ids,
+#: see _library_ref); the immutable ones carry their value too.
+_REF_IMMUTABLE = frozenset({str, bytes, tuple, frozenset})
+_REF_MUTABLE = frozenset({dict, list, set})
+LIBRARY_REF = "lib"         # the one kind of persistent id in a stream
+
+
+def _library_ref(modname, key, value, t):
+    """The persistent id of ``value``, the global ``key`` of library module
+    ``modname``, or None where identity cannot matter or the name says nothing:
+
+    - ("lib", MODULE, KEY, COPY) for str, bytes, tuple, frozenset: the loader
+      gives the module's object where it still equals COPY (an equal object
+      of the same type), else COPY, so the value is always the saved one;
+    - ("lib", MODULE, KEY) for dict, list, set: the library's own object,
+      whatever it holds then (the state of library modules is not saved).
+
+    Not for dunder names (module metadata), empty immutables and one-character
+    strings (CPython's own singletons), nor identifier-like strings (interned:
+    any equal constant of any code is that very object)."""
+    if key.startswith("__") and key.endswith("__"):
+        return None
+    # Every part of the id is a fresh object, never one of the table's (the module's
+    # name or the key may itself be some library's global): the pickler saves the
+    # id's parts through persistent_id too.
+    if t in _REF_MUTABLE:
+        return (LIBRARY_REF, _fresh(modname), _fresh(key))
+    if t not in _REF_IMMUTABLE or len(value) == 0:
+        return None
+    if t is str:
+        if len(value) == 1 or value.isidentifier():
+            return None
+        copy = _fresh(value)
+    elif t is bytes:
+        copy = bytes(bytearray(value))
+    else:
+        copy = t(list(value))
+    return (LIBRARY_REF, _fresh(modname), _fresh(key), copy)
+
+
+def _fresh(text):
+    """An equal str that is not ``text`` itself (where CPython allows: strings of
+    one character or none are its singletons, and never in the table)."""
+    return text[:1] + text[1:]
+
+
 class _SetGlobal:
     """Body item: sets one global of a restored user module."""
     __slots__ = ("module_dict", "key", "value")
@@ -481,6 +532,13 @@ class Pickler(pickle.Pickler):
 
     def __init__(self, file, *, registry=None, modules=None, user_module_names=(),
                  buffer_callback=None, reducers=None, subclass_reducers=None):
+        # Library globals of built-in types (argparse.SUPPRESS, a library's module-level
+        # dict) by reference: pickle calls no reducer_override for those types, only
+        # persistent_id (a C callable: _librefs), filled by _build_indexes.  Set before
+        # the C pickler's __init__, which looks the hook up.
+        self._lib_table = {}
+        if _librefs is not None:
+            self.persistent_id = _librefs.Refs(self._lib_table)
         super().__init__(file, protocol=5, buffer_callback=buffer_callback)
         self._out = file
         self.registry = registry or REGISTRY
@@ -516,6 +574,8 @@ class Pickler(pickle.Pickler):
 
         ``roots`` ({description: object}) names where things are, for the error
         message of ``Unsaveable``; default ``{'state': state}``."""
+        if self._singletons is None:
+            self._build_indexes()           # before any object: the library references
         placeholders = [_ModuleDict(name) for name in self.modules]
         builtins_dict = self._libdict("builtins")
         _run_deep(self.dump, (tuple(placeholders) + (builtins_dict,)))
@@ -656,6 +716,7 @@ class Pickler(pickle.Pickler):
     def _build_indexes(self):
         """Globals of library modules -> (module, name), and library module dicts."""
         index, fallback, dicts, classes = {}, {}, {}, {}
+        refs = self._lib_table
         user_ids = set(self._module_names)
         for modname, mod in list(sys.modules.items()):
             if not issubclass(type(mod), ModuleType) or id(mod) in user_ids or \
@@ -667,6 +728,7 @@ class Pickler(pickle.Pickler):
             except Exception:
                 continue
             dicts.setdefault(id(d), modname)
+            own = modname == "_portal" or modname.startswith("_portal.")   # never the program's
             for key, value in items:
                 t = type(value)
                 if not isinstance(key, str):
@@ -675,6 +737,10 @@ class Pickler(pickle.Pickler):
                     classes.setdefault(id(value), (modname, key))
                     continue
                 if t in _PLAIN_TYPES:
+                    pid = None if own else _library_ref(modname, key, value, t)
+                    if pid is not None:
+                        refs.setdefault(id(value), pid)
+                        self._keep.append(value)
                     continue
                 i = id(value)
                 if getattr(t, "__module__", None) == modname:
@@ -1219,11 +1285,38 @@ class Loader(pickle.Unpickler):
         self.recompiler = recompiler
         self.main_module = main_module
         self.modules = {}
+        self._library_refs = {}     # id(pid) -> (pid, object): a pid memoized in the stream
 
     def load_state(self):
         self.load()                     # prelude: creates the modules
         fills, state = self.load()      # body: the globals are set as it loads
         return state
+
+    def persistent_load(self, pid):
+        """A library global by reference (Pickler._library_ref)."""
+        cached = self._library_refs.get(id(pid))
+        if cached is not None and cached[0] is pid:
+            return cached[1]
+        if type(pid) is not tuple or len(pid) not in (3, 4) or pid[0] != LIBRARY_REF:
+            raise pickle.UnpicklingError(f"unknown persistent id {pid!r:.80}")
+        _, modname, key, *saved = pid
+        try:
+            obj = _module_dict(_rb_import(modname))[key]
+        except (ImportError, KeyError):
+            if not saved:
+                raise pickle.UnpicklingError(
+                    f"library global {modname}.{key} is gone (it was saved by reference)") from None
+            obj = saved[0]
+        if saved:
+            value = saved[0]
+            try:
+                same = type(obj) is type(value) and bool(obj == value)
+            except Exception:               # an element's __eq__: the saved value
+                same = False
+            if not same:
+                obj = value
+        self._library_refs[id(pid)] = (pid, obj)
+        return obj
 
     def find_class(self, module, name):
         if module == _MOD and name in _CTX_NAMES:

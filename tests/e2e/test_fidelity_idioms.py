@@ -328,3 +328,15 @@ def test_dataloader_workers_end_with_the_suspended_process(work):
     assert second.returncode == 0, second.stderr
     python = subprocess.run([PYTHON, "workers_train.py"], cwd=work, capture_output=True, timeout=300)
     assert first.stdout + second.stdout == python.stdout
+
+
+# --- library objects keep their identity: argparse.SUPPRESS, a library's dict ---------------
+
+@pytest.mark.parametrize("spec", ["library_identity.py:25@3", "library_identity.py:27@2"])
+def test_a_parser_resumed_parses_again_with_the_librarys_own_objects(work, tmp_path_factory, spec):
+    expected = python_output("library_identity.py", str(tmp_path_factory.getbasetemp()))
+    first, second = suspend_and_resume(work, ["library_identity.py"], PORTAL_FAKE_OOM=spec)
+    assert first.stdout + second.stdout == expected
+    # python's own run: a suppressed option stays out, and every object is the library's
+    assert b'0 {"debug": false, "lr": 0.1} True True True True True\n' in expected
+    assert b"--debug" not in expected

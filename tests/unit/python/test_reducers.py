@@ -816,3 +816,51 @@ def test_module_with_its_own_class(world):
     state, _ = world.roundtrip({"m": mod})
     m2 = state["m"]
     assert m2 is sys.modules["umod"] and type(m2) is m2.Mod and m2.answer == 42
+
+
+# --- library globals of built-in types, by reference --------------------------------------
+
+def test_library_globals_of_builtin_types_keep_their_identity():
+    import argparse
+    import functools
+    import logging
+    state = {"suppress": argparse.SUPPRESS, "levels": logging._nameToLevel,
+             "assigned": functools.WRAPPER_ASSIGNMENTS, "plain": "==SUPPRESS==" + "",
+             "mine": {"a": 1}}
+    data, buffers = reducers.dumps(state)
+    back = reducers.loads(data, buffers)
+    assert back["suppress"] is argparse.SUPPRESS
+    assert back["levels"] is logging._nameToLevel
+    assert back["assigned"] is functools.WRAPPER_ASSIGNMENTS
+    # An equal object that is not the library's stays a copy, and the program's own
+    # dict is never the library's.
+    assert back["plain"] == "==SUPPRESS==" and back["mine"] == {"a": 1}
+    assert back["mine"] is not state["mine"]
+
+
+def test_the_pickler_has_the_native_hook_and_names_the_global():
+    import argparse
+    assert reducers._librefs is not None, "the native module _librefs is not built"
+    pid = reducers._library_ref("argparse", "SUPPRESS", argparse.SUPPRESS, str)
+    assert pid == ("lib", "argparse", "SUPPRESS", argparse.SUPPRESS)
+    assert pid[3] is not argparse.SUPPRESS       # the id carries a copy, not the object
+    # CPython's own singletons and interned names say nothing: no reference.
+    assert reducers._library_ref("m", "K", "x", str) is None
+    assert reducers._library_ref("m", "K", "name_like", str) is None
+    assert reducers._library_ref("m", "__doc__", "some text", str) is None
+    assert reducers._library_ref("m", "K", (), tuple) is None
+
+
+def test_a_library_value_that_changed_loads_as_the_saved_value(monkeypatch):
+    import argparse
+    data, buffers = reducers.dumps({"s": argparse.SUPPRESS})
+    monkeypatch.setattr(argparse, "SUPPRESS", "==CHANGED==")
+    assert reducers.loads(data, buffers)["s"] == "==SUPPRESS=="
+
+
+def test_a_library_dict_that_is_gone_is_refused_by_name(monkeypatch):
+    import logging
+    data, buffers = reducers.dumps({"d": logging._nameToLevel})
+    monkeypatch.delattr(logging, "_nameToLevel")
+    with pytest.raises(pickle.UnpicklingError, match=r"logging\._nameToLevel is gone"):
+        reducers.loads(data, buffers)
