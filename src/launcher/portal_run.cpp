@@ -83,7 +83,7 @@ void describe(CLI::App& app, RunOptions& opts) {
                    "Seconds a preempted program has to reach the start of a loop iteration before it "
                    "gets the signal itself, as under python (default 60)")
         ->type_name("SECONDS")
-        ->check(CLI::Range(0.0, 1e6));
+        ->check(options::grace_seconds());
     app.add_option("--user-code", opts.user_code,
                    "Treat the code under PATH as the program's own, as the script's directory, "
                    "the working directory and PYTHONPATH are (repeatable)")
