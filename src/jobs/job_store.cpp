@@ -197,8 +197,11 @@ nlohmann::json Job::update_record(const nlohmann::json& fields) const {
 Job create_job(const fs::path& home, const std::string& stem, nlohmann::json record) {
     const CheckedDir store = trust_store(home, StoreUse::Create);
     make_private_dir(store.path() / "jobs");
+    // Never a leading '-': an id is an operand of portal's commands and of the
+    // printed ones (`-x.py` was job `-x-eac71a`, which `portal show` read as an option).
+    const std::size_t first = stem.find_first_not_of('-');
     std::string clean;
-    for (char c : stem.substr(0, contract::kIdStemMax)) {
+    for (char c : stem.substr(first == std::string::npos ? stem.size() : first, contract::kIdStemMax)) {
         const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
         clean += ok ? c : '_';
     }
