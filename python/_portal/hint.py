@@ -111,9 +111,14 @@ def resume_line(job_id, error_text):
         return (f"resume it on a machine with a GPU of more memory{this}: "
                 f"portal resume {job_id} --gpu MODEL (e.g. --gpu A100; --on slurm asks Slurm for one)")
     gib = mem_gib(error_text)
+    line = f"resume it on a machine with more memory: portal resume {job_id} --mem {gib}"
+    return line + for_another_machine(gib)
+
+
+def for_another_machine(gib):
+    """" (this machine has 23.5 GiB: on another one, or with --on slurm)" when this
+    machine has less than `gib` GiB (`portal resume --mem` here refuses it); ""."""
     machine = machine_bytes()
-    if machine is not None and gib * GIB > machine:
-        return (f"resume it on another machine, one with at least {gib} GiB of memory (this one has "
-                f"{machine / GIB:.1f} GiB): portal resume {job_id} --mem {gib} there, "
-                f"or portal resume {job_id} --on slurm --mem {gib}")
-    return f"resume it on a machine with more memory: portal resume {job_id} --mem {gib}"
+    if machine is None or gib * GIB <= machine:
+        return ""
+    return f" (this machine has {machine / GIB:.1f} GiB: on another one, or with --on slurm)"

@@ -110,7 +110,7 @@ std::string resume_command(const JobView& view) {
     std::string there;
     if (machine != 0 && gib * (std::uint64_t(1) << 30) > machine) {
         // `portal resume --mem` here refuses more than this machine has: said.
-        there = " (on another machine: this one has " + format_size(machine) + "; or --on slurm)";
+        there = " (this machine has " + format_size(machine) + ": on another one, or with --on slurm)";
     }
     return "portal resume " + printable(view.job.id) + " --mem " + std::to_string(gib) + there;
 }
