@@ -96,6 +96,8 @@ def gpu_words(error_text):
     import sys
     torch = sys.modules.get("torch")
     try:
+        if not torch.cuda.is_initialized():     # a real CUDA error initialized it; never start CUDA here
+            return ""
         index = _gpu_of(error_text)
         props = torch.cuda.get_device_properties(index)
         return f"{props.name}, {props.total_memory / GIB:.1f} GiB"

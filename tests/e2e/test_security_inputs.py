@@ -427,3 +427,17 @@ def test_a_size_this_machine_refuses_is_said_to_be_for_another(store):
     else:
         assert "this machine has" not in hint, hint
     assert math.isfinite(gib)
+
+
+# --- portal list fits its terminal -----------------------------------------------------------
+
+def test_list_cuts_a_long_program_to_columns_and_not_when_piped_without(store):
+    code = "x = 0  # " + "a" * 270
+    run = store.run(["-c", code])
+    assert run.returncode == 0, run.stderr
+    piped = store.portal("list", env={k: v for k, v in store.env().items() if k != "COLUMNS"})
+    assert piped.returncode == 0 and code in piped.stdout.decode()      # a script reads whole rows
+    fitted = store.portal("list", env=store.env(COLUMNS="140"))
+    rows = fitted.stdout.decode().splitlines()
+    assert len(rows) == 2 and max(len(r) for r in rows) <= 140, rows
+    assert "..." in rows[1] and code not in rows[1], rows
