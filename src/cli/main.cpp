@@ -112,7 +112,7 @@ int run_portal(int argc, char** argv) {
             [](std::string& text) {
                 return portal::preempt::parse_signal(text) > 0
                            ? std::string()
-                           : text + ": not a signal a program can be sent (e.g. USR1)";
+                           : portal::options::shown(text) + ": not a signal a program can be sent (e.g. USR1)";
             },
             ""));
     resume_cmd->add_option("--preempt-grace", resume.preempt_grace,

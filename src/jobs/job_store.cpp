@@ -262,6 +262,13 @@ std::vector<Job> list_jobs(const fs::path& home) {
 }
 
 Job find_job(const fs::path& home, const std::string& id_or_prefix) {
+    // Longer than any id (stem, '-', hex digits): said without echoing all of it.
+    const std::size_t longest = contract::kIdStemMax + 1 + contract::kIdHexDigits;
+    if (id_or_prefix.size() > longest) {
+        throw JobError("'" + id_or_prefix.substr(0, longest) + "...' (" + std::to_string(id_or_prefix.size()) +
+                       " characters) is not a job id: an id has at most " + std::to_string(longest) +
+                       " (see portal list)");
+    }
     if (id_or_prefix.empty() || id_or_prefix.find('/') != std::string::npos) {
         throw JobError("'" + id_or_prefix + "' is not a job id (see portal list)");
     }

@@ -76,7 +76,7 @@ void describe(CLI::App& app, RunOptions& opts) {
         ->check(CLI::Validator(
             [](std::string& text) {
                 return preempt::parse_signal(text) > 0 ? std::string()
-                                                       : text + ": not a signal a program can be sent (e.g. USR1)";
+                                                       : options::shown(text) + ": not a signal a program can be sent (e.g. USR1)";
             },
             ""));
     app.add_option("--preempt-grace", opts.preempt_grace,

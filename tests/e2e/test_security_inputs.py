@@ -137,6 +137,8 @@ def test_huge_values_are_refused_in_one_line_never_a_crash(store):
         (["resume", job, "--mem", "9" * HUGE], "--mem", ""),
         (["logs", job, "--run", "1" * HUGE], "--run", ""),
         (["show", job, "y" * HUGE], "y" * 80 + "... (50000 characters)", "not expected here"),
+        (["show", "z" * HUGE], "show", "(50000 characters) is not a job id"),
+        (["rm", "z" * HUGE], "rm", "(50000 characters) is not a job id"),
         (["gc", "--older-than", "7" * HUGE], "--older-than", ""),
         (["list", "--state", "s" * HUGE], "--state", ""),
     ]
@@ -148,6 +150,9 @@ def test_huge_values_are_refused_in_one_line_never_a_crash(store):
         assert problem in text, text
     run = store.run(["--preempt-grace", "1" * HUGE, "loop.py"])
     assert run.returncode == USAGE and one_portal_line(run).startswith("portal: --preempt-grace 111"), run.stderr
+    for option in ("--policy", "--preempt-signal"):
+        run = store.run([option, "7" * HUGE, "loop.py"])
+        assert run.returncode == USAGE and "... (50000 characters)" in one_portal_line(run), run.stderr[:300]
     run = store.run(["--mem", "1" * HUGE, "loop.py"])
     assert run.returncode == USAGE and one_portal_line(run).startswith("portal: --mem 111"), run.stderr
     assert store.record(job)["state"] == "suspended"
