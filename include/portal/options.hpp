@@ -9,8 +9,10 @@
 // refused ("1M: below ..."), so that the line reads `--mem 1M: below ...`.
 #pragma once
 
-#include <vector>
+#include <cstddef>
+#include <optional>
 #include <string>
+#include <vector>
 
 #include <CLI/CLI.hpp>
 
@@ -33,6 +35,22 @@ CLI::Validator non_negative_number();
 CLI::Validator one_of(const std::vector<std::string>& names);
 // An existing file or directory.
 CLI::Validator existing_path();
+
+// --preempt-grace SECONDS: digits with at most one point, 0 to kGraceSecondsMax;
+// never nan or inf (nan passed a range check, and the signal never came).
+constexpr double kGraceSecondsMax = 1e6;
+std::optional<double> parse_seconds(const std::string& text);
+CLI::Validator grace_seconds();
+
+// --device-map FROM:TO[,FROM:TO...] (portal resume), at most kDeviceMapMax
+// characters; the problem with `text`, nothing when it is one.
+constexpr std::size_t kDeviceMapMax = 1024;
+std::optional<std::string> device_map_problem(const std::string& text);
+CLI::Validator device_map();
+
+// A value as a message shows it: cut after kShownMax characters, saying its length.
+constexpr std::size_t kShownMax = 80;
+std::string shown(const std::string& value);
 
 // The problem in `error` as `<subject>: <problem>`, for `portal: ` to precede:
 // "--mem 1M: below the 256 MiB Portal needs to start python",

@@ -2,7 +2,7 @@
 //
 // Submits the resume as a Slurm batch job: sbatch runs, on a node, the script
 //     export PORTAL_HOME='<the store>'
-//     exec '<this portal>' 'resume' 'JOB' '--mem' 'SIZE' ...
+//     exec '<this portal>' 'resume' '--mem' 'SIZE' ... '--' 'JOB'
 // (every word single-quoted; it reaches sbatch on its stdin, never a shell of
 // ours), with --mem=<MiB>M from --mem, --gres=gpu:TYPE:1 from --gpu, --time and
 // --account as given, --output=<job dir>/slurm-%j.out.  The Slurm job id is
@@ -10,6 +10,7 @@
 // which `portal show` and `portal logs` follow (slurm_status.hpp).
 #pragma once
 
+#include <cstddef>
 #include <optional>
 #include <string>
 #include <vector>
@@ -27,7 +28,9 @@ struct OnSpec {
     std::string partition;
 };
 
-// nullopt for a value that is neither "local" nor "slurm[:PARTITION]".
+// nullopt for a value that is neither "local" nor "slurm[:PARTITION]" (a partition
+// name of at most kPartitionMax characters, [A-Za-z0-9][A-Za-z0-9_.-]*).
+constexpr std::size_t kPartitionMax = 128;
 std::optional<OnSpec> parse_on(const std::string& text);
 
 // True when `portal`'s arguments `args` hold `--on slurm...` (`--on=slurm...`):

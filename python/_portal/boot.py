@@ -400,7 +400,7 @@ def _run_command(toplevel, command, args):
 def _resume(toplevel, job_dir, package_dir):
     """`portal resume JOB`: continue the suspended program in this process."""
     from _portal import restore
-    policy = _boot_policy()  # given again to portal resume: replaces the job's own
+    policy = _boot_policy()  # given again to portal resume: each key replaces the job's, the others kept
     try:
         runtime, main_code, globals_ = restore.start(job_dir, _start_runtime, policy or None)
     except restore.ResumeError as e:

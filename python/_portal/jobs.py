@@ -17,7 +17,7 @@ import secrets
 import time
 
 from . import store
-from .job_contract import EXPIRY_SECONDS, RECORD_MAX_BYTES, RECORD_VERSION  # contract/job_record.json, generated
+from .job_contract import EXPIRY_SECONDS, ID_STEM_MAX, RECORD_MAX_BYTES, RECORD_VERSION  # contract/job_record.json, generated
 
 
 MAX_RECORD_BYTES = RECORD_MAX_BYTES   # a record is a few KiB; larger is not one of ours
@@ -37,8 +37,9 @@ def portal_home(environ=None):
 
 
 def new_job_id(script):
-    stem = os.path.splitext(os.path.basename(script or "job"))[0] or "job"
-    stem = "".join(c if c.isalnum() or c in "-_" else "_" for c in stem)[:32]
+    # Never a leading "-" (an id is an operand of portal's commands: job_store.cpp).
+    stem = os.path.splitext(os.path.basename(script or "job"))[0].lstrip("-")
+    stem = "".join(c if c.isascii() and c.isalnum() or c in "-_" else "_" for c in stem)[:ID_STEM_MAX] or "job"
     return f"{stem}-{secrets.token_hex(3)}"
 
 
@@ -120,12 +121,17 @@ class Job:
         """Read-modify-write under an flock of the job's directory, which the
         supervisor (C++, src/jobs/job_store.cpp) takes too: neither loses the
         other's fields.  The directory is opened O_NOFOLLOW and checked first."""
+        return self.modify_record(lambda record: record.update(fields))
+
+    def modify_record(self, change):
+        """update_record with `change(record)` (in place) as the modification: a
+        field computed from the record's own value (a count) under the lock."""
         import fcntl
         fd = store.open_dir(self.dir)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
             record = self.read_record()
-            record.update(fields)
+            change(record)
             record.setdefault("id", self.id)
             record.setdefault("record_version", RECORD_VERSION)
             record["updated"] = utc_iso(time.time())

@@ -102,6 +102,14 @@ def start(job_dir, make_runtime, policy=None):
                           f"{shown(e)}{where})") from None
 
 
+def _policy_of(saved, given):
+    """The resumed run's policies: the job's own, each key given again by `portal
+    resume --policy KEY=VALUE` replaced, the others kept (docs/policies.md)."""
+    merged = dict(saved) if isinstance(saved, dict) else {}
+    merged.update(given or {})
+    return merged
+
+
 def _start(job_dir, make_runtime, policy):
     from _portal import checkpoint, jobs, store
     problem = store.problem()
@@ -133,7 +141,7 @@ def _start(job_dir, make_runtime, policy):
     runtime = make_runtime(context["main_filename"], job_dir=job_dir, module=context.get("module"),
                            command=context.get("command"),
                            extra_user_code=context.get("user_code", ()),
-                           policy=policy if policy is not None else context.get("policy"))
+                           policy=_policy_of(context.get("policy"), policy))
     recompiler = runtime.recompiler()
     try:
         manifest, state = checkpoint.read_checkpoint(path, recompiler, job_id=job_id,
@@ -158,7 +166,9 @@ def _start(job_dir, make_runtime, policy):
     job = jobs.Job(job_dir)
     try:
         # the checkpoint's read, verified, for `portal show` (checkpoint_read {bytes, seconds})
-        job.update_record(state="running", checkpoint_read=checkpoint.last_read())
+        # and the policies the resumed run has (`portal show`), when --policy changed them
+        changed = {"policies": dict(runtime.policy)} if policy else {}
+        job.update_record(state="running", checkpoint_read=checkpoint.last_read(), **changed)
     except (store.PortalError, OSError) as e:
         raise ResumeError(f"job {job_id}: its record cannot be updated ({store.shown(e)})") from None
     _frames.resume(chain, EMPTY, handled)

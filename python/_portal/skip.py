@@ -16,19 +16,56 @@ import time
 
 from _portal import jobs, oom_policy, store
 
-# Fields of one skipped item in the job record's "skipped" list.
+# The job record's list of skipped items (the last SKIPPED_KEPT of them, each
+# field cut to ENTRY_TEXT_MAX characters) and their count, whatever it grows to:
+# the record stays far below its RECORD_MAX_BYTES (4000 skips once made it
+# unreadable, and an unreadable count let every item be skipped).
 SKIPPED_KEY = "skipped"
+COUNT_KEY = "skipped_count"
+SKIPPED_KEPT = 20
+ENTRY_TEXT_MAX = 400
+
+# The count this process last recorded: a floor for the record's own, should it
+# be read back lower (never fewer skips are counted than were made here).
+_counted = [0]
 
 
 def _say(subject, problem):
     sys.stderr.write(f"portal: {subject}: {problem}\n")
 
 
+def count_of(record):
+    """Items skipped in the job so far: its count, or its list's length for a
+    record written before the count was kept."""
+    count = record.get(COUNT_KEY)
+    listed = record.get(SKIPPED_KEY)
+    listed = len(listed) if isinstance(listed, list) else 0
+    return max(count if isinstance(count, int) and not isinstance(count, bool) else 0, listed)
+
+
 def skipped_so_far(job):
+    """The count, or None when the record cannot be read (then no item is
+    skipped: a count not known is not honoured by guessing)."""
     try:
-        return list(job.read_record().get(SKIPPED_KEY) or [])
-    except (store.PortalError, OSError):
-        return []
+        return max(count_of(job.read_record()), _counted[0])
+    except (store.PortalError, OSError, ValueError):
+        return None
+
+
+def _cut(text):
+    if isinstance(text, str) and len(text) > ENTRY_TEXT_MAX:
+        return text[:ENTRY_TEXT_MAX] + f"... ({len(text)} characters)"
+    return text
+
+
+def _record_skip(record, entry):
+    """One more skipped item: counted, listed, the list cut to its last SKIPPED_KEPT."""
+    count = max(count_of(record), _counted[0]) + 1
+    listed = record.get(SKIPPED_KEY)
+    listed = [e for e in listed if isinstance(e, dict)] if isinstance(listed, list) else []
+    record[SKIPPED_KEY] = (listed + [entry])[-SKIPPED_KEPT:]
+    record[COUNT_KEY] = count
+    _counted[0] = count
 
 
 def try_skip(runtime, job, loop_frame, exc, error, point, free_inner_frames):
@@ -42,8 +79,13 @@ def try_skip(runtime, job, loop_frame, exc, error, point, free_inner_frames):
         return reason
     limit = oom_policy.max_skips(runtime.policy)
     skipped = skipped_so_far(job)
-    if len(skipped) >= limit:
-        reason = (f"{len(skipped)} items skipped already in job {job.id} (oom.max_skips={limit}): "
+    if skipped is None:
+        reason = (f"job {job.id}'s record could not be read, so its count of skipped items "
+                  f"(oom.max_skips={limit}) is not known: suspending instead")
+        _say("skip", reason)
+        return reason
+    if skipped >= limit:
+        reason = (f"{skipped} items skipped already in job {job.id} (oom.max_skips={limit}): "
                   f"suspending instead")
         _say("skip", reason)
         return reason
@@ -58,11 +100,13 @@ def try_skip(runtime, job, loop_frame, exc, error, point, free_inner_frames):
         torch_state.release_cached_device_memory()
     iteration = loop.iteration_text or "an iteration the loop's iterator does not count"
     at = f" at {error.where}" if error.where else ""
-    entry = dict(oom_policy.item_of(loop), iteration_text=loop.iteration_text, error=error.text,
-                 error_at=error.where, at=jobs.utc_iso(time.time()))
+    entry = dict(oom_policy.item_of(loop), iteration_text=_cut(loop.iteration_text), error=_cut(error.text),
+                 error_at=_cut(error.where), at=jobs.utc_iso(time.time()))
+    entry["loop"] = _cut(entry["loop"])
     try:
-        job.update_record(**{SKIPPED_KEY: skipped + [entry]})
-    except (store.PortalError, OSError) as failure:
+        job.modify_record(lambda record: _record_skip(record, entry))
+    except (store.PortalError, OSError, ValueError) as failure:
+        _counted[0] = skipped + 1       # counted here all the same: the next skip sees it
         _say("job", f"{job.id}: the skip could not be recorded ({failure})")
     for stream in (sys.stdout,):
         try:
@@ -70,5 +114,5 @@ def try_skip(runtime, job, loop_frame, exc, error, point, free_inner_frames):
         except Exception:   # noqa: BLE001 - the program's stream: not ours to fail on
             pass
     _say("skipped", f"{loop.filename}:{loop.line}, {iteration}: {error.text}{at} "
-                    f"(skip {len(skipped) + 1} of at most {limit})")
+                    f"(skip {skipped + 1} of at most {limit})")
     return True

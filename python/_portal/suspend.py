@@ -9,7 +9,7 @@ import sys
 import time
 import traceback
 
-from _portal import jobs, oom_policy, store
+from _portal import hint, jobs, oom_policy, store
 from _portal.job_contract import SUSPENDED_EXIT_STATUS  # contract/job_record.json, generated
 from _portal.state import LoopInfo, ProcessState, ProgramState
 
@@ -252,31 +252,6 @@ def _human_size(n):
         n /= 1024
 
 
-def _suggested_mem_gib():
-    """Twice the memory the job had: its memory tripwire (portal-run --mem, or the
-    machine's cap), else the machine's physical memory."""
-    # The resident cap (the default) names its cap; its RLIMIT_DATA is far above
-    # the machine and says nothing of the memory the job had.
-    from _portal import safepoint
-    cap = safepoint.memory_cap()
-    if cap:
-        return max(2, -(-2 * cap // (1 << 30)))
-    limit = None
-    try:
-        import resource
-        soft, _ = resource.getrlimit(resource.RLIMIT_DATA)
-        if soft != resource.RLIM_INFINITY:
-            limit = soft
-    except (ImportError, OSError, ValueError):
-        pass
-    if limit is None:
-        try:
-            limit = os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-        except (ValueError, OSError):
-            return 64
-    return max(2, -(-2 * limit // (1 << 30)))
-
-
 def _message(error):
     text = str(error)
     return text if text and not isinstance(error, MemoryError) else f"{type(error).__name__}: {text}".rstrip(": ")
@@ -496,7 +471,8 @@ def _update_suspended(runtime, job, error, point, info, now):
                       checkpoint_write={"bytes": info.total_bytes, "seconds": round(info.seconds, 3)},
                       loop=f"{loop.filename}:{loop.line}", iteration=loop.iteration,
                       will_differ=list(point.will_differ),
-                      suggested_mem_gib=_suggested_mem_gib(),   # what the report and `portal show` suggest
+                      suggested_mem_gib=hint.mem_gib(error.text),    # what the report and `portal show` suggest
+                      suggested_gpu=hint.is_gpu_shortage(error.text),  # hint.py: a GPU's memory ran short
                       retry_requested=point.retry,              # retry.py: the supervisor resumes at once
                       reason=error.reason)                      # "oom", "preempted" or "memory" (safepoint.py)
 
@@ -558,7 +534,7 @@ def _report_and_exit(job, error, point, size):
         if preempted:
             _say("suspended", f"resume it: portal resume {job.id}")
         else:
-            _say("suspended", f"resume it on a machine with more memory: portal resume {job.id} --mem {_suggested_mem_gib()}")
+            _say("suspended", hint.resume_line(job.id, error.text))
     sys.stderr.flush()
     from _portal import workers
     workers.shut_down()  # a DataLoader's workers hold the output pipes: not left to their watchdog

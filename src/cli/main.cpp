@@ -3,7 +3,6 @@
 // past its 3 days (expiry.hpp), so that the store is cleaned without `portal gc`.
 #include <cstdlib>
 #include <iostream>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -113,14 +112,14 @@ int run_portal(int argc, char** argv) {
             [](std::string& text) {
                 return portal::preempt::parse_signal(text) > 0
                            ? std::string()
-                           : text + ": not a signal a program can be sent (e.g. USR1)";
+                           : portal::options::shown(text) + ": not a signal a program can be sent (e.g. USR1)";
             },
             ""));
     resume_cmd->add_option("--preempt-grace", resume.preempt_grace,
                            "Seconds a preempted program has to reach the start of a loop iteration before "
                            "it gets the signal itself, as under python (default 60)")
         ->type_name("SECONDS")
-        ->check(CLI::Range(0.0, 1e6));
+        ->check(portal::options::grace_seconds());
     resume_cmd->add_option("--policy", resume.policies,
                            "Set a job policy again (oom.on=false); the job's own are kept otherwise")
         ->type_name("KEY=VALUE");
@@ -128,11 +127,7 @@ int run_portal(int argc, char** argv) {
                            "Where the job's CUDA tensors go when this machine numbers its GPUs "
                            "differently: FROM:TO[,FROM:TO...] (e.g. 0:1); default: the same index")
         ->type_name("MAP")
-        ->check([](const std::string& text) {
-            return std::regex_match(text, std::regex("[0-9]+:[0-9]+(,[0-9]+:[0-9]+)*"))
-                       ? std::string()
-                       : text + ": not FROM:TO[,FROM:TO...] of device indexes (e.g. 0:1)";
-        });
+        ->check(portal::options::device_map());
 
     portal::RmRequest rm;
     CLI::App* rm_cmd = app.add_subcommand(

@@ -110,7 +110,12 @@ std::vector<std::string> command_of(const ResumeRequest& request, const std::str
 int portal_resume(const ResumeRequest& request) {
     const std::optional<OnSpec> on = parse_on(request.on);
     if (!on) {
-        log::say("resume", "--on " + printable(request.on) + ": not supported (" + kOnSupported + ")");
+        const bool long_partition = request.on.rfind("slurm:", 0) == 0 && request.on.size() > 6 + kPartitionMax;
+        log::say("resume", "--on " + printable(options::shown(request.on)) + ": not supported (" + kOnSupported +
+                               (long_partition ? "; a partition name has at most " + std::to_string(kPartitionMax) +
+                                                     " characters"
+                                               : std::string()) +
+                               ")");
         return kCliUsage;
     }
     if (!on->slurm && (!request.time.empty() || !request.account.empty())) {
@@ -183,7 +188,8 @@ int portal_resume(const ResumeRequest& request) {
         request.mem.empty() ? std::nullopt
                             : std::optional<std::uint64_t>(parse_mem_option(request.mem, tripwire::machine_memory()));
     try {
-        // Policies given again replace those the job was recorded with.
+        // Each policy given again replaces the job's own of that key; the others are
+        // kept (python/_portal/restore.py merges them).
         set_boot_policy(parse_policies(request.policies));
     } catch (const PolicyError& e) {
         log::say("policy", std::string(e.what()) + " (see portal resume --help)");

@@ -1,6 +1,7 @@
 // show.cpp: see include/portal/show.hpp.
 #include "portal/show.hpp"
 
+#include <algorithm>
 #include <iostream>
 #include <sstream>
 
@@ -9,6 +10,7 @@
 #include "portal/size.hpp"
 #include "portal/slurm.hpp"
 #include "portal/slurm_status.hpp"
+#include "portal/tripwire.hpp"
 
 namespace portal {
 
@@ -98,7 +100,19 @@ void describe_slurm(std::ostream& out, const nlohmann::json& r) {
 }  // namespace
 
 std::string resume_command(const JobView& view) {
-    return "portal resume " + printable(view.job.id) + " --mem " + std::to_string(suggested_mem_gib(view.record));
+    // A GPU's memory ran short (python/_portal/hint.py): a larger GPU, not --mem.
+    const auto gpu = view.record.find("suggested_gpu");
+    if (gpu != view.record.end() && gpu->is_boolean() && gpu->get<bool>()) {
+        return "portal resume " + printable(view.job.id) + " --gpu MODEL (a GPU with more memory, e.g. A100)";
+    }
+    const std::uint64_t gib = suggested_mem_gib(view.record);
+    const std::uint64_t machine = tripwire::machine_memory();
+    std::string there;
+    if (machine != 0 && gib * (std::uint64_t(1) << 30) > machine) {
+        // `portal resume --mem` here refuses more than this machine has: said.
+        there = " (this machine has " + format_size(machine) + ": on another one, or with --on slurm)";
+    }
+    return "portal resume " + printable(view.job.id) + " --mem " + std::to_string(gib) + there;
 }
 
 std::string show_text(const JobView& view, std::time_t now) {
@@ -153,7 +167,11 @@ std::string show_text(const JobView& view, std::time_t now) {
     // --policy oom.action=skip: the items dropped (python/_portal/skip.py).
     const nlohmann::json skipped = r.value("skipped", nlohmann::json::array());
     if (skipped.is_array() && !skipped.empty()) {
-        out << "skipped     " << skipped.size() << " item" << (skipped.size() == 1 ? "" : "s") << "\n";
+        // The record lists the last items only; its count says how many there were.
+        const std::uint64_t count = std::max<std::uint64_t>(json_uint(r, "skipped_count").value_or(0), skipped.size());
+        out << "skipped     " << count << " item" << (count == 1 ? "" : "s");
+        if (count > skipped.size()) out << " (the last " << skipped.size() << " listed)";
+        out << "\n";
         for (const auto& item : skipped) {
             if (!item.is_object()) continue;
             out << "  " << field(item, "loop") << ", "

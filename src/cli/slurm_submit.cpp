@@ -1,6 +1,7 @@
 // slurm_submit.cpp: see include/portal/slurm_submit.hpp.
 #include "portal/slurm_submit.hpp"
 
+#include <cctype>
 #include <cmath>
 #include <ctime>
 #include <iostream>
@@ -108,6 +109,16 @@ std::string batch_script(const std::vector<std::string>& resume, const std::stri
     return script + "\n";
 }
 
+// `path` as sbatch's filename patterns read it back: every '%' doubled.
+std::string slurm_pattern_escaped(const std::string& path) {
+    std::string out;
+    for (const char c : path) {
+        out += c;
+        if (c == '%') out += '%';
+    }
+    return out;
+}
+
 // "123" from sbatch --parsable's "123" or "123;cluster".
 std::optional<std::string> parsed_job_id(const std::string& out) {
     static const std::regex parsable("\\s*([0-9]+)(;\\S*)?\\s*");
@@ -120,10 +131,20 @@ std::optional<std::string> parsed_job_id(const std::string& out) {
 
 std::optional<OnSpec> parse_on(const std::string& text) {
     if (text == "local") return OnSpec{};
-    static const std::regex slurm_spec("slurm(?::([A-Za-z0-9][A-Za-z0-9_.-]*))?");  // never an option: -p
-    std::smatch m;
-    if (!std::regex_match(text, m, slurm_spec)) return std::nullopt;
-    return OnSpec{true, m[1].str()};
+    if (text == "slurm") return OnSpec{true, {}};
+    // slurm:PARTITION, PARTITION = [A-Za-z0-9][A-Za-z0-9_.-]* (never an option: -p), at
+    // most kPartitionMax characters.  By hand: a regex match recurses per character
+    // (a 50,000-character value overflowed the stack).
+    const std::string prefix = "slurm:";
+    if (text.compare(0, prefix.size(), prefix) != 0) return std::nullopt;
+    const std::string partition = text.substr(prefix.size());
+    if (partition.empty() || partition.size() > kPartitionMax) return std::nullopt;
+    for (std::size_t i = 0; i < partition.size(); ++i) {
+        const unsigned char c = static_cast<unsigned char>(partition[i]);
+        const bool ok = std::isalnum(c) != 0 || (i > 0 && (c == '_' || c == '.' || c == '-'));
+        if (!ok || c > 127) return std::nullopt;
+    }
+    return OnSpec{true, partition};
 }
 
 bool submits_to_slurm(const std::vector<std::string>& args) {
@@ -137,21 +158,12 @@ bool submits_to_slurm(const std::vector<std::string>& args) {
 }
 
 int submit_resume_to_slurm(const ResumeRequest& request, const OnSpec& on, const Job& job,
-                           const nlohmann::json& record) {
+                           const nlohmann::json& /*record: read again under the lock*/) {
     const std::string where = "--on slurm" + (on.partition.empty() ? std::string() : ":" + on.partition);
     if (!slurm::installed("sbatch")) {
         log::say(kSubject, where + ": sbatch is not installed here (Debian: apt-get install slurm-client; "
                            "a cluster's login node has it): the job stays suspended (portal resume " + job.id + ")");
         return kRefused;
-    }
-    if (const auto previous = recorded_slurm_job(record)) {
-        const std::string state = slurm_job_state(*previous);
-        if (slurm_job_active(state) && record.value(slurm::kRecordField, nlohmann::json::object()).contains("submitted")) {
-            log::say(kSubject, "job " + job.id + " is already submitted as Slurm job " + *previous + " (" + state +
-                                   "): one resume at a time (portal show " + job.id + "; scancel " + *previous +
-                                   " withdraws it)");
-            return kRefused;
-        }
     }
     const std::string home = portal_home().string();
     const auto partition = partition_of(on.partition);
@@ -176,9 +188,19 @@ int submit_resume_to_slurm(const ResumeRequest& request, const OnSpec& on, const
         log::say(kSubject, where + ": warning: " + problem + "; submitted anyway");
     }
 
-    std::vector<std::string> resume{self_executable(), "resume", job.id};
+    // sbatch reads --output as a filename pattern: a '%' of the store's path is
+    // written "%%"; a backslash anywhere turns every pattern off (%j included), so
+    // such a store is refused.
+    if (job.dir.string().find('\\') != std::string::npos) {
+        log::say(kSubject, where + ": the job store PORTAL_HOME=" + printable(home) +
+                               " holds a backslash, which sbatch's --output takes as \"no %j here\": "
+                               "the Slurm job's output file could not be named; use a store path without one "
+                               "(the job stays suspended: portal resume " + job.id + ")");
+        return kRefused;
+    }
+    std::vector<std::string> resume{self_executable(), "resume"};
     std::vector<std::string> sbatch{"sbatch", "--parsable", "--job-name=portal-" + job.id,
-                                    "--output=" + (job.dir / kOutputPattern).string(),
+                                    "--output=" + slurm_pattern_escaped(job.dir.string()) + "/" + kOutputPattern,
                                     // A requeued Slurm job appends: the earlier start's lines stay.
                                     "--open-mode=append", "--chdir=" + job.dir.string()};
     if (!on.partition.empty()) sbatch.push_back("--partition=" + on.partition);
@@ -195,25 +217,42 @@ int submit_resume_to_slurm(const ResumeRequest& request, const OnSpec& on, const
     if (!request.account.empty()) sbatch.push_back("--account=" + request.account);
     if (!request.device_map.empty()) resume.insert(resume.end(), {"--device-map", request.device_map});
     for (const auto& p : request.policies) resume.insert(resume.end(), {"--policy", p});
+    resume.insert(resume.end(), {"--", job.id});  // an operand, never read as an option
 
-    const slurm::CommandResult r = slurm::run_command(sbatch, batch_script(resume, home, job.id));
-    if (r.status == slurm::kNotFound) {
-        log::say(kSubject, where + ": sbatch is not installed here (Debian: apt-get install slurm-client; "
-                           "a cluster's login node has it): the job stays suspended (portal resume " + job.id + ")");
-        return kRefused;
-    }
-    const auto slurm_job = r.status == 0 ? parsed_job_id(r.out) : std::nullopt;
-    if (!slurm_job) {
-        const std::string said = r.err.empty() ? printable(r.out) : printable(r.err);
-        log::say(kSubject, where + ": sbatch " + (r.timed_out ? std::string("did not answer in time")
-                                                              : "failed (exit status " + std::to_string(r.status) + ")") +
-                               (said.empty() ? std::string() : ": " + said) + "; the job stays suspended (portal resume " +
-                               job.id + ")");
-        return kRefused;
-    }
-    const std::string output = (job.dir / ("slurm-" + *slurm_job + ".out")).string();
+    // One submission per job: the check, sbatch and the record's note are one step
+    // under the record's lock, so that concurrent `portal resume --on slurm` of one
+    // job submit it once, and the others name that Slurm job.
+    std::optional<std::string> slurm_job;
+    std::string output;
+    std::string refusal;
     try {
         job.modify_record([&](nlohmann::json& rec) {
+            if (const auto previous = recorded_slurm_job(rec)) {
+                const std::string state = slurm_job_state(*previous);
+                if (slurm_job_active(state) &&
+                    rec.value(slurm::kRecordField, nlohmann::json::object()).contains("submitted")) {
+                    refusal = "job " + job.id + " is already submitted as Slurm job " + *previous + " (" + state +
+                              "): one resume at a time (portal show " + job.id + "; scancel " + *previous +
+                              " withdraws it)";
+                    return;
+                }
+            }
+            const slurm::CommandResult r = slurm::run_command(sbatch, batch_script(resume, home, job.id));
+            if (r.status == slurm::kNotFound) {
+                refusal = where + ": sbatch is not installed here (Debian: apt-get install slurm-client; "
+                                  "a cluster's login node has it): the job stays suspended (portal resume " + job.id + ")";
+                return;
+            }
+            slurm_job = r.status == 0 ? parsed_job_id(r.out) : std::nullopt;
+            if (!slurm_job) {
+                const std::string said = r.err.empty() ? printable(r.out) : printable(r.err);
+                refusal = where + ": sbatch " + (r.timed_out ? std::string("did not answer in time")
+                                                             : "failed (exit status " + std::to_string(r.status) + ")") +
+                          (said.empty() ? std::string() : ": " + said) + "; the job stays suspended (portal resume " +
+                          job.id + ")";
+                return;
+            }
+            output = (job.dir / ("slurm-" + *slurm_job + ".out")).string();
             nlohmann::json slurm = nlohmann::json::object();
             slurm["job_id"] = *slurm_job;
             slurm["partition"] = partition_name.empty() ? nlohmann::json(nullptr) : nlohmann::json(partition_name);
@@ -228,8 +267,16 @@ int submit_resume_to_slurm(const ResumeRequest& request, const OnSpec& on, const
             rec[slurm::kRecordField] = slurm;
         });
     } catch (const JobError& e) {
+        if (!slurm_job) {
+            log::say(kSubject, printable(e.what()) + ": nothing was submitted (portal show " + job.id + ")");
+            return kRefused;
+        }
         log::say(kSubject, "Slurm job " + *slurm_job + " submitted, but job " + job.id + "'s record could not note it: " +
                                printable(e.what()) + " (portal show will not follow it; squeue -j " + *slurm_job + ")");
+    }
+    if (!refusal.empty()) {
+        log::say(kSubject, refusal);
+        return kRefused;
     }
     std::cout << *slurm_job << std::endl;
     log::say(kSubject, "job " + job.id + " submitted as Slurm job " + *slurm_job +

@@ -197,8 +197,11 @@ nlohmann::json Job::update_record(const nlohmann::json& fields) const {
 Job create_job(const fs::path& home, const std::string& stem, nlohmann::json record) {
     const CheckedDir store = trust_store(home, StoreUse::Create);
     make_private_dir(store.path() / "jobs");
+    // Never a leading '-': an id is an operand of portal's commands and of the
+    // printed ones (`-x.py` was job `-x-eac71a`, which `portal show` read as an option).
+    const std::size_t first = stem.find_first_not_of('-');
     std::string clean;
-    for (char c : stem.substr(0, contract::kIdStemMax)) {
+    for (char c : stem.substr(first == std::string::npos ? stem.size() : first, contract::kIdStemMax)) {
         const bool ok = std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_';
         clean += ok ? c : '_';
     }
@@ -259,6 +262,13 @@ std::vector<Job> list_jobs(const fs::path& home) {
 }
 
 Job find_job(const fs::path& home, const std::string& id_or_prefix) {
+    // Longer than any id (stem, '-', hex digits): said without echoing all of it.
+    const std::size_t longest = contract::kIdStemMax + 1 + contract::kIdHexDigits;
+    if (id_or_prefix.size() > longest) {
+        throw JobError("'" + id_or_prefix.substr(0, longest) + "...' (" + std::to_string(id_or_prefix.size()) +
+                       " characters) is not a job id: an id has at most " + std::to_string(longest) +
+                       " (see portal list)");
+    }
     if (id_or_prefix.empty() || id_or_prefix.find('/') != std::string::npos) {
         throw JobError("'" + id_or_prefix + "' is not a job id (see portal list)");
     }

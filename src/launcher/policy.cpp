@@ -1,6 +1,8 @@
 // policy.cpp: see include/portal/policy.hpp.
 #include "portal/policy.hpp"
 
+#include "portal/options.hpp"
+
 #include <cstdlib>
 #include <sstream>
 
@@ -44,12 +46,12 @@ std::map<std::string, std::string> parse_policies(const std::vector<std::string>
         const std::string key = item.substr(0, eq);
         const auto known = kSupported.find(key);
         if (eq == std::string::npos || known == kSupported.end()) {
-            throw PolicyError("'" + item + "' is not a policy; supported: " + supported_list());
+            throw PolicyError("'" + options::shown(item) + "' is not a policy; supported: " + supported_list());
         }
         std::string value = item.substr(eq + 1);
         if (known->second == std::vector<std::string>{kCount}) {
             if (!is_count(value)) {
-                throw PolicyError("'" + item + "': " + key + " takes a whole number, 0 or more (e.g. " + key +
+                throw PolicyError("'" + options::shown(item) + "': " + key + " takes a whole number, 0 or more (e.g. " + key +
                                   "=3)");
             }
             out[key] = std::to_string(std::stoul(value));
@@ -66,7 +68,7 @@ std::map<std::string, std::string> parse_policies(const std::vector<std::string>
             allowed += (allowed.empty() ? "" : "|") + v;
         }
         if (!ok) {
-            throw PolicyError("'" + item + "': " + key + " takes " + allowed);
+            throw PolicyError("'" + options::shown(item) + "': " + key + " takes " + allowed);
         }
         out[key] = value;
     }

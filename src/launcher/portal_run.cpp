@@ -76,14 +76,14 @@ void describe(CLI::App& app, RunOptions& opts) {
         ->check(CLI::Validator(
             [](std::string& text) {
                 return preempt::parse_signal(text) > 0 ? std::string()
-                                                       : text + ": not a signal a program can be sent (e.g. USR1)";
+                                                       : options::shown(text) + ": not a signal a program can be sent (e.g. USR1)";
             },
             ""));
     app.add_option("--preempt-grace", opts.preempt_grace,
                    "Seconds a preempted program has to reach the start of a loop iteration before it "
                    "gets the signal itself, as under python (default 60)")
         ->type_name("SECONDS")
-        ->check(CLI::Range(0.0, 1e6));
+        ->check(options::grace_seconds());
     app.add_option("--user-code", opts.user_code,
                    "Treat the code under PATH as the program's own, as the script's directory, "
                    "the working directory and PYTHONPATH are (repeatable)")

@@ -34,10 +34,11 @@ std::string restart_count() {
 // Becomes `portal resume ID --requeue ...`, the `portal` next to this portal-run.
 int exec_resume(const Job& job, const std::string& mem, const std::vector<std::string>& forwarded) {
     const std::string portal = (std::filesystem::path(self_executable()).parent_path() / "portal").string();
-    std::vector<std::string> command{portal, "resume", job.id, "--requeue"};
+    std::vector<std::string> command{portal, "resume", "--requeue"};
     if (!mem.empty()) command.insert(command.end(), {"--mem", mem});
     // --preempt-signal / --preempt-grace: the resumed run is preempted as this one would be.
     command.insert(command.end(), forwarded.begin(), forwarded.end());
+    command.insert(command.end(), {"--", job.id});  // an operand, never read as an option
     std::vector<char*> argv;
     for (auto& word : command) argv.push_back(word.data());
     argv.push_back(nullptr);

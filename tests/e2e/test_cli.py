@@ -155,7 +155,9 @@ def test_show_a_suspended_job_says_where_and_how_to_resume(three):
     assert re.search(r"expires     \d{4}-\d\d-\d\d \d\d:\d\d UTC \((2d 23h|3d 0h) left\)\n", text), text
     # The same command the suspension report gave.
     suggested = re.search(rb"portal resume \S+ --mem (\d+)", three.suspended_out).group(1).decode()
-    assert f"resume      portal resume {three.suspended} --mem {suggested}\n" in text
+    # (and, when this machine has less, that it is for another one)
+    assert re.search(rf"resume      portal resume {three.suspended} --mem {suggested}"
+                     r"( \(this machine has [\d.]+ [KMGT]iB: on another one, or with --on slurm\))?\n", text), text
     assert "  1. run, " in text and ": suspended (exit status 75)\n" in text
 
 

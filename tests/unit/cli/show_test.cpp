@@ -1,4 +1,5 @@
 #include "portal/show.hpp"
+#include "portal/tripwire.hpp"
 
 #include "portal/job_lock.hpp"
 #include "store_fixture.hpp"
@@ -50,11 +51,26 @@ TEST_F(ShowTest, ASuspendedJobSaysWhereWhatHowLongAndHowToResume) {
     EXPECT_TRUE(has(text, "checkpoint  5.0 MiB in " + (home / "jobs/train-aaaaaa/checkpoint").string())) << text;
     EXPECT_TRUE(has(text, "expires     2026-12-02 11:00 UTC (2d 23h left)\n")) << text;
     // Twice the tripwire's cap under --mem 8G, as the suspension report suggests.
-    EXPECT_TRUE(has(text, "resume      portal resume train-aaaaaa --mem 15\n")) << text;
+    // A size this machine does not have is said to be for another one.
+    const bool fits_here = tripwire::machine_memory() >= 15 * kGiB;
+    EXPECT_TRUE(has(text, "resume      portal resume train-aaaaaa --mem 15" +
+                              std::string(fits_here ? "\n" : " (this machine has "))) << text;
     EXPECT_TRUE(has(text, "  1. run, 2026-11-29 10:00 UTC to 2026-11-29 11:00 UTC: suspended (exit status 75)\n"))
         << text;
     EXPECT_TRUE(has(text, "     command     portal-run --mem 8G train.py\n")) << text;
     EXPECT_TRUE(has(text, "     output      went to a terminal, not kept\n")) << text;
+}
+
+TEST_F(ShowTest, AHugeSuggestionIsForAnotherMachineAndAGpuShortageAsksForAGpu) {
+    nlohmann::json record = suspended_record();
+    record["suggested_mem_gib"] = 1 << 20;  // 1 PiB: no machine here has it
+    std::string text = show_text(view_job(make("train-bbbbbb", record)), parse_utc_iso("2026-11-29T12:00:00Z"));
+    EXPECT_TRUE(has(text, "resume      portal resume train-bbbbbb --mem 1048576 (this machine has "))
+        << text;
+    record["suggested_gpu"] = true;  // a CUDA out-of-memory error (python/_portal/hint.py)
+    text = show_text(view_job(make("train-cccccc", record)), parse_utc_iso("2026-11-29T12:00:00Z"));
+    EXPECT_TRUE(has(text, "resume      portal resume train-cccccc --gpu MODEL")) << text;
+    EXPECT_FALSE(has(text, "resume      portal resume train-cccccc --mem")) << text;
 }
 
 TEST_F(ShowTest, TheCheckpointsWriteAndReadFiguresAreShown) {

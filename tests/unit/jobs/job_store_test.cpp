@@ -64,6 +64,17 @@ TEST_F(JobStoreTest, AmbiguousOrUnknownPrefixIsAClearError) {
     EXPECT_THROW(find_job(home, ""), JobError);
 }
 
+TEST_F(JobStoreTest, AnIdLongerThanAnyIsRefusedWithoutEchoingItWhole) {
+    try {
+        find_job(home, std::string(50000, 'z'));
+        FAIL() << "expected JobError";
+    } catch (const JobError& e) {
+        const std::string what = e.what();
+        EXPECT_LT(what.size(), 200u) << what;
+        EXPECT_NE(what.find("(50000 characters) is not a job id: an id has at most 39"), std::string::npos) << what;
+    }
+}
+
 TEST_F(JobStoreTest, BrokenRecordIsAClearError) {
     Job job = make("x-1");
     { std::ofstream(job.record_path()) << "{not json"; }

@@ -86,6 +86,17 @@ TEST(SlurmOn, LocalAndSlurmWithAPartitionOnly) {
     EXPECT_FALSE(submits_to_slurm({"resume", "j", "--on", "local"}));
 }
 
+TEST(SlurmOn, AHugeValueIsRefusedWithoutRecursing) {
+    // A regex match recursed per character: 50,000 characters overflowed the stack.
+    EXPECT_EQ(parse_on("slurm:" + std::string(50000, 'a')), std::nullopt);
+    EXPECT_EQ(parse_on(std::string(50000, 's')), std::nullopt);
+    EXPECT_FALSE(submits_to_slurm({"resume", "j", "--on", "slurm:" + std::string(50000, 'a')}));
+    EXPECT_EQ(parse_on("slurm:" + std::string(kPartitionMax, 'a'))->partition, std::string(kPartitionMax, 'a'));
+    EXPECT_EQ(parse_on("slurm:" + std::string(kPartitionMax + 1, 'a')), std::nullopt);
+    EXPECT_EQ(parse_on("slurm:a\xc3\xa9"), std::nullopt);
+    EXPECT_EQ(parse_on("slurm:a.b_c-d")->partition, "a.b_c-d");
+}
+
 TEST(SlurmStatus, OnlyAJobIdIsHandedToACommand) {
     EXPECT_EQ(recorded_slurm_job({{"slurm", {{"job_id", "4242"}}}}), "4242");
     EXPECT_EQ(recorded_slurm_job({{"slurm", {{"job_id", "4200_7"}}}}), "4200_7");
