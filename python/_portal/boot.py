@@ -78,10 +78,12 @@ def _forget_bootstrap_line(command_mode, package_dir):
     just before the code runs) kept portal-run's bootstrap line, as `<string>`.
     That entry is forgotten here.  So is linecache when the runner imported it
     (only Portal's own modules come after it in sys.modules: what site imported
-    comes before 'site'), with the path importer its import cached for the
-    working directory (sys.path[0] is '' under -c), except for a -c program,
-    under which python has both as well.  Returns linecache, or None for an
-    interpreter that keeps no -c source (then neither does _keep_command_source)."""
+    comes before 'site'), except for a -c program, under which python has it as
+    well, and the path importer its import cached for the working directory
+    (python's sys.path[0] is '' under -c; under portal-run's -P there is none,
+    and it is made here as python made it, after site's).  Returns linecache, or
+    None for an interpreter that keeps no -c source (then neither does
+    _keep_command_source)."""
     linecache = sys.modules.get("linecache")
     kept = getattr(linecache, "_interactive_cache", None)
     ours = [key for key in kept if key[0] == _COMMAND_FILENAME] if kept else []
@@ -90,7 +92,13 @@ def _forget_bootstrap_line(command_mode, package_dir):
     for key in ours:
         del kept[key]
     names = list(sys.modules)
-    if command_mode or not all(_is_portal_module(n) for n in names[names.index("linecache") + 1:]):
+    if command_mode:
+        try:
+            _get_importer(os.getcwd())
+        except OSError:
+            pass  # no working directory: python cached none either
+        return linecache
+    if not all(_is_portal_module(n) for n in names[names.index("linecache") + 1:]):
         return linecache
     del sys.modules["linecache"]
     try:
