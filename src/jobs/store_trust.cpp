@@ -169,8 +169,15 @@ std::string distrust_reason(int fd, bool want_directory) {
 }
 
 std::string others_could_change(const fs::path& path, const fs::path& inner_root) {
-    const fs::path start = absolute_clean(path);
-    const fs::path inner = absolute_clean(inner_root);
+    // The directories above are walked as they really are (symbolic links in
+    // them resolved, as check_parents' canonical dir); `path` itself is not followed.
+    const fs::path given = absolute_clean(path);
+    std::error_code ec;
+    fs::path parent = fs::weakly_canonical(given.parent_path(), ec);
+    if (ec) parent = given.parent_path();
+    const fs::path start = parent / given.filename();
+    fs::path inner = inner_root.empty() ? fs::path() : fs::weakly_canonical(absolute_clean(inner_root), ec);
+    if (ec) inner = absolute_clean(inner_root);
     // Strict from `path` up to `inner_root`, when `path` is inside it.
     const fs::path rel = inner_root.empty() ? fs::path("..") : start.lexically_relative(inner);
     bool below_inner = !rel.empty() && *rel.begin() != "..";

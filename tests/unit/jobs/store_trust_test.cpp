@@ -137,6 +137,21 @@ TEST_F(StoreTrustTest, AVenvOthersCanWriteIntoIsRefusedItsStickyParentIsNot) {
                                            "could replace it");
 }
 
+TEST_F(StoreTrustTest, AVenvIsCheckedWhereItReallyIsNotThroughALinkAbove) {
+    fs::create_directory(root / "open");
+    chmod((root / "open").c_str(), 0777);  // not sticky: another user could swap what is in it
+    fs::create_directories(root / "open" / "real" / "venv" / "bin");
+    chmod((root / "open" / "real").c_str(), 0755);
+    chmod((root / "open" / "real" / "venv").c_str(), 0755);
+    chmod((root / "open" / "real" / "venv" / "bin").c_str(), 0755);
+    fs::create_directory(root / "mine");
+    fs::create_directory_symlink(root / "open" / "real", root / "mine" / "link");
+    const fs::path venv = root / "mine" / "link" / "venv";
+    EXPECT_EQ(others_could_change(venv / "bin", venv),
+              (root / "open").string() + " is writable by others (mode 0777) and not sticky, so another user "
+                                         "could replace it");
+}
+
 TEST_F(StoreTrustTest, AVenvOfAnotherUserIsRefused) {
     if (geteuid() != 0) GTEST_SKIP() << "needs root to make a directory another user's";
     const fs::path venv = root / "venv";
