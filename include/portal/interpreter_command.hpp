@@ -23,6 +23,11 @@ struct Installation {
     std::string pyc_magic;
 };
 
+// The interpreter option that keeps the working directory off sys.path while
+// Portal starts (-P, CPython 3.11+); boot.py gives the program python's sys.path
+// and sys.flags back.
+extern const char* const kSafePath;
+
 // The `-c` line: puts package_dir first on sys.path and runs _portal.boot.main().
 std::string bootstrap_line(const std::string& package_dir);
 
@@ -34,7 +39,7 @@ std::string bootstrap_line(const std::string& package_dir);
 // itself decides; with no magic known, any two bytes then \r\n.
 bool runs_as_source(const std::string& path, const std::string& pyc_magic = "");
 
-// [python, -c, BOOT, MODE, TARGET, N, SPELLING(N words)..., ARGS...] for a program
+// [python, -P, -c, BOOT, MODE, TARGET, N, SPELLING(N words)..., ARGS...] for a program
 // the bootstrap runs; [python, SCRIPT, ARGS...] for one python runs alone.
 std::vector<std::string> interpreter_argv(const ProgramSpec& program, const Installation& where);
 

@@ -43,6 +43,11 @@ struct Interpreter {
     std::string base_prefix;     // sys.base_prefix
     std::string build;           // sys.version, one line
     std::string pyc_magic;       // importlib's MAGIC_NUMBER[:2] in hex ("a70d"), "" if unknown
+    // Of a virtual environment (sys.prefix != sys.base_prefix): the stat
+    // fingerprints of its pyvenv.cfg and of `path` itself (the venv's python
+    // link), "" for none.  Recorded with the job, compared at resume.
+    std::string venv_fingerprint;
+    bool venv_recorded = false;  // from_record found venv_fingerprint (absent in older records)
 };
 
 // The interpreter could not be asked (it does not start, or says nothing a
@@ -82,11 +87,22 @@ std::optional<Interpreter> from_record(const nlohmann::json& record);
 // same build at the same place): "recorded CPython 3.11.2 (...) at /usr/bin/python3.11, size ...; now ...".
 std::string difference(const Interpreter& recorded, const Interpreter& now);
 
+// The venv_fingerprint of `python` as its files are now (from its path and
+// prefix: nothing is run).
+std::string venv_fingerprint(const Interpreter& python);
+
+// Why the interpreter `python` (a job's, as recorded: checked before it is run) could have been replaced or
+// changed by another user: the path run, the binary and, for a virtual
+// environment, its directory, pyvenv.cfg, bin and site-packages checked by
+// others_could_change (store_trust.hpp); nullopt when none could.
+std::optional<std::string> untrusted_reason(const Interpreter& python);
+
 // $PORTAL_HOME/cache/interpreters, created 0700 inside an existing, trusted store;
 // nullopt (no cache: probed every time) when there is no store yet or it is refused.
 std::optional<std::filesystem::path> interpreter_cache_dir();
 
-// The stat fingerprint of the file at `path` ("" when it cannot be read).
-std::string file_fingerprint(const std::string& path);
+// The stat fingerprint of the file at `path` ("" when it cannot be read); of a
+// symlink itself when not `follow`.
+std::string file_fingerprint(const std::string& path, bool follow = true);
 
 }  // namespace portal

@@ -89,6 +89,18 @@ int open_store_file(const std::filesystem::path& path, int flags);
 // ("larger than 1 MiB", "a symlink", "a FIFO, not a regular file").
 std::string read_store_file(const std::filesystem::path& path, std::size_t max_bytes);
 
+// Why `path`, which Portal runs code from without having made it (the
+// interpreter a job recorded, its virtual environment), could have been
+// replaced or changed by another user since: "" when it could not.  `path`
+// (looked at without following a final symlink) and each directory above it up
+// to and including `inner_root` (when given: a venv's sys.prefix) are owned by
+// you or root and not writable by group or others; the directories above that,
+// up to /, by the rule of the store's parents (owned by you or root; one that
+// others can write into is sticky, as /tmp).  The answer names the path:
+// "/tmp/venv is owned by uid 1001, neither you nor root".
+std::string others_could_change(const std::filesystem::path& path,
+                                const std::filesystem::path& inner_root = {});
+
 // The one atomic write of the C++ side, relative to the checked directory of
 // `path` (open_private_dir): `<path>.tmp<pid>` opened
 // O_NOFOLLOW|O_CREAT|O_EXCL, fchmod 0600, written, fsync'ed when `durable`,

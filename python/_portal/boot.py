@@ -2,9 +2,12 @@
 
 portal-run starts Debian's /usr/bin/python3 as
 
-    python3 -c "<line that puts our package dir first on sys.path and calls main()>" \
+    python3 -P -c "<line that puts our package dir first on sys.path and calls main()>" \
             MODE TARGET N SPELLING... ARGS...
 
+(-P: the working directory is not on sys.path while python and Portal start, so
+that nothing they import can come from it; main() gives the program python's own
+sys.path and sys.flags.safe_path)
 (MODE is script, module or command; the N words of SPELLING are the program as
 typed, e.g. `-m mod` or `-mmod`, which python keeps in sys.orig_argv) so that
 the program runs in the real interpreter binary at full speed.  main() then makes the process look exactly as
@@ -18,7 +21,11 @@ import sys
 
 def main():
     # The -c line put our package directory first; the program must not see it.
+    # Under -P nothing else is before the interpreter's own path: neither Portal
+    # nor what it imports is looked for in the working directory.  Python's entry
+    # for the program is put there after Portal's start-up (_set_path0).
     package_dir = sys.path.pop(0)
+    _give_back_safe_path()
     _LINECACHE.append(_forget_bootstrap_line(sys.argv[1] == "command", package_dir))
     # The job this run belongs to (portal-run's supervisor made it): never seen by
     # the program, as none of PORTAL_* below.
@@ -71,10 +78,12 @@ def _forget_bootstrap_line(command_mode, package_dir):
     just before the code runs) kept portal-run's bootstrap line, as `<string>`.
     That entry is forgotten here.  So is linecache when the runner imported it
     (only Portal's own modules come after it in sys.modules: what site imported
-    comes before 'site'), with the path importer its import cached for the
-    working directory (sys.path[0] is '' under -c), except for a -c program,
-    under which python has both as well.  Returns linecache, or None for an
-    interpreter that keeps no -c source (then neither does _keep_command_source)."""
+    comes before 'site'), except for a -c program, under which python has it as
+    well, and the path importer its import cached for the working directory
+    (python's sys.path[0] is '' under -c; under portal-run's -P there is none,
+    and it is made here as python made it, after site's).  Returns linecache, or
+    None for an interpreter that keeps no -c source (then neither does
+    _keep_command_source)."""
     linecache = sys.modules.get("linecache")
     kept = getattr(linecache, "_interactive_cache", None)
     ours = [key for key in kept if key[0] == _COMMAND_FILENAME] if kept else []
@@ -83,7 +92,13 @@ def _forget_bootstrap_line(command_mode, package_dir):
     for key in ours:
         del kept[key]
     names = list(sys.modules)
-    if command_mode or not all(_is_portal_module(n) for n in names[names.index("linecache") + 1:]):
+    if command_mode:
+        try:
+            _get_importer(os.getcwd())
+        except OSError:
+            pass  # no working directory: python cached none either
+        return linecache
+    if not all(_is_portal_module(n) for n in names[names.index("linecache") + 1:]):
         return linecache
     del sys.modules["linecache"]
     try:
@@ -245,15 +260,28 @@ def _set_argv(argv0, args):
     sys.argv[:] = [argv0, *args]
 
 
+def _give_back_safe_path():
+    """sys.flags as python gives it: portal-run's -P set safe_path, which python
+    sets only for PYTHONSAFEPATH (a non-empty value, not ignored under -E).  The
+    program (and subprocess, multiprocessing, which pass the flags on to the
+    pythons they start) sees python's value."""
+    flags = sys.flags
+    if not flags.safe_path:
+        return  # an interpreter started without portal-run's -P (tests)
+    if os.environ.get("PYTHONSAFEPATH") and not flags.ignore_environment:
+        return  # the user's own
+    from _portal import _toplevel
+    index = type(flags).__match_args__.index("safe_path")
+    sys.flags = _toplevel.with_field(flags, index, False)
+
+
 def _set_path0(path0):
-    """CPython prepends the program's directory unless -P/PYTHONSAFEPATH is set.
-    Under `python3 -c` it already prepended '' for us."""
+    """CPython prepends the program's directory (the script's, the working
+    directory for -m, '' for -c) unless -P/PYTHONSAFEPATH is set: python's entry,
+    put first just before the program starts (Portal started without it)."""
     if sys.flags.safe_path:
         return
-    if sys.path and sys.path[0] == "":
-        sys.path[0] = path0
-    else:
-        sys.path.insert(0, path0)
+    sys.path.insert(0, path0)
 
 
 def _fresh_main_dict():
@@ -389,7 +417,8 @@ def _run_command(toplevel, command, args):
     else:
         _keep_command_source(code, command)
     runtime.portal_modules = _forget_start_up(seen_modules, seen_importers)
-    # python -c already put '' first on sys.path, as under python.
+    # python -c puts '' (the working directory) first on sys.path.
+    _set_path0("")
     globals_ = _fresh_main_dict()
     if status is not None:
         _exit(toplevel, status)
@@ -411,6 +440,7 @@ def _resume(toplevel, job_dir, package_dir):
         from _portal import runmodule
         run, args = runmodule.resume_call(runtime.module, main_code, globals_)
         runtime.portal_modules = _forget_imports(package_dir)
+        sys.path[:] = runtime.resume_path
         status = toplevel.run(run, args)
         if status is not None:
             runtime.explain_failure()
@@ -419,4 +449,5 @@ def _resume(toplevel, job_dir, package_dir):
     if runtime.command is not None:
         _keep_command_source(main_code, runtime.command)
     runtime.portal_modules = _forget_imports(package_dir)
+    sys.path[:] = runtime.resume_path   # the program's own, as it was saved
     _run_main(toplevel, runtime, main_code, globals_)

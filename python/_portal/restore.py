@@ -5,7 +5,10 @@ The stages, in order:
      user's key), versions, checksums and sources verified before any unpickling
      or any use of the manifest (checkpoint.py, docs/security.md); a refusal is a
      ResumeError and changes nothing of the job
-  2. put the process back: working directory, environment, sys.argv, sys.path
+  2. put the process back: working directory, environment, sys.argv (sys.path
+     last, by boot.py, just before the program goes on: until then Portal
+     imports only from the interpreter's own path, never from the working
+     directory or the program's directory)
   3. unpickle the program: the user's modules and __main__'s globals rebuilt on
      freshly compiled code of the same sources; the RNG states set
   4. re-enter the chain of frames: __main__'s code runs from its saved
@@ -37,7 +40,6 @@ def _apply_process_state(process):
     os.environ.update(process.environ)
     sys.argv[:] = process.argv
     sys.orig_argv[:] = process.orig_argv
-    sys.path[:] = process.path
     # Set when the program's top level starts again (toplevel.c): here, under
     # Portal's frames, a limit lower than their depth would be refused.
     _toplevel.set_program_recursion_limit(getattr(process, "recursion_limit", None) or 0)
@@ -156,6 +158,7 @@ def _start(job_dir, make_runtime, policy):
     except CodeChanged as e:
         raise ResumeError(str(checkpoint.SourceChanged(e.filename, e.reason))) from None
     _apply_process_state(state.process)
+    runtime.resume_path = list(state.process.path)   # the program's, set by boot.py
     if runtime.fake_oom is not None and state.fake_oom is not None:
         runtime.fake_oom.counts[:] = state.fake_oom
         runtime.fake_oom.arm()

@@ -41,6 +41,12 @@ class Runtime:
             script_dir, os.getcwd(), os.environ.get("PYTHONPATH", ""), self.extra_user_code)
         self.fake_oom = fake_oom if fake_oom is not None else FakeOom.from_environment()
         self.declined = {}  # id(exception) -> [reason, ...] for the loops that declined it
+        import sys
+        # The interpreter's own sys.path as Portal's start-up imported from it:
+        # neither the working directory nor the program's directory (boot.py), in
+        # which Portal's imports at a rescue are looked for (rescue()).
+        self.base_path = list(sys.path)
+        self.program_path = None   # the program's sys.path while a rescue runs
         self.capture_failed = set()  # id(exception) whose checkpoint could not be written
 
     @property
@@ -108,8 +114,19 @@ class Runtime:
     def rescue(self, loop_frame, loop_line, exc):
         import sys
         sys.modules.update(self.portal_modules)  # the rest of the package loads from here
-        from _portal import suspend
-        return suspend.rescue(self, loop_frame, loop_line, exc)   # True: the item was skipped
+        # What the rescue imports (pickle, json, tempfile ...) comes from where
+        # Portal's start-up took its modules, never from the working directory or
+        # the program's directory that python put first on sys.path: the program's
+        # own list is set aside (and saved with the job) and put back, the same
+        # list object, when the rescue returns (the item skipped, or declined).
+        self.program_path = sys.path[:]
+        sys.path[:] = self.base_path
+        try:
+            from _portal import suspend
+            return suspend.rescue(self, loop_frame, loop_line, exc)   # True: the item was skipped
+        finally:
+            sys.path[:] = self.program_path
+            self.program_path = None
 
     def context(self):
         """What the resuming process needs to set the runtime up as it was."""

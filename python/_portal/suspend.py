@@ -83,14 +83,16 @@ class _TestFault:
 
 # ---- 4. save -------------------------------------------------------------------------------
 
-def _process_state():
+def _process_state(runtime):
     numpy_state = None
     np = sys.modules.get("numpy")
     if np is not None:
         numpy_state = np.random.get_state()
     from _portal import plugins
     return ProcessState(argv=list(sys.argv), orig_argv=list(sys.orig_argv), cwd=os.getcwd(),
-                        environ=dict(os.environ), path=list(sys.path),
+                        environ=dict(os.environ),
+                        path=list(runtime.program_path if runtime.program_path is not None
+                                  else sys.path),
                         random_state=random.getstate(), numpy_state=numpy_state,
                         plugins=plugins.capture_process(),
                         recursion_limit=sys.getrecursionlimit())
@@ -324,7 +326,7 @@ def _point_state(runtime, loop_frame, loop_line, frames, site, roll_back=True):
     index, text = _iteration(frames, site, loop_frame)
     loop = LoopInfo(filename=loop_frame.f_code.co_filename, line=loop_line,
                     iteration=index, function=loop_frame.f_code.co_name, iteration_text=text)
-    process = _process_state()
+    process = _process_state(runtime)
     from _portal import iteration
     marks = iteration.at_start(loop_frame.f_code, loop_line)
     if marks is not None and roll_back:   # the iteration runs again: with the random numbers it drew

@@ -73,6 +73,16 @@ std::optional<std::string> job_interpreter(const nlohmann::json& record, const I
                                printable(describe(*recorded)) + "), is gone" + stays);
         return std::nullopt;
     }
+    // Before it is run at all (asking its version runs its site and .pth files):
+    // still the user's.  Then the same (difference(): the binary, the prefix, the
+    // venv's pyvenv.cfg and python link as fingerprinted at the run).
+    const std::string ran_with = "the interpreter this job ran with (" + describe(*recorded) + ")";
+    if (const auto why = untrusted_reason(*recorded)) {
+        log::say("resume", "python: " + printable(*why) + ", so another user could have replaced or changed " +
+                               printable(ran_with) + "; it is not run" + stays +
+                               "; if it is yours, make it so again (chown, chmod go-w) and resume");
+        return std::nullopt;
+    }
     try {
         const Interpreter now =
             probe_interpreter({recorded->path, InterpreterSource::Option}, interpreter_cache_dir());

@@ -78,30 +78,34 @@ fs::path absolute_clean(const fs::path& path) {
     return abs;
 }
 
+// The rule for a directory above what is trusted: "" when it is owned by us or
+// root and, if others can write into it, sticky; else why not ("is owned by uid
+// N, neither you nor root, who could replace it", "is writable by others (mode
+// 0777) and not sticky, so another user could replace it").
+std::string parent_problem(const struct stat& st) {
+    if (st.st_uid != geteuid() && st.st_uid != kRootUid) {
+        return "is owned by uid " + std::to_string(st.st_uid) + ", neither you nor root, who could replace it";
+    }
+    if ((st.st_mode & kOthersWrite) != 0 && (st.st_mode & S_ISVTX) == 0) {
+        return "is writable by others (mode " + octal_mode(st.st_mode) +
+               ") and not sticky, so another user could replace it";
+    }
+    return "";
+}
+
 // Each directory from `dir` (canonical) up to /: owned by us or root; one that
 // others can write into must be sticky.  True when one such shared (sticky) dir
 // is on the way, so that the store itself must be private.
 bool check_parents(const fs::path& home, const fs::path& dir) {
     bool shared = false;
-    const uid_t me = geteuid();
     for (fs::path p = dir;; p = p.parent_path()) {
         struct stat st {};
         if (stat(p.c_str(), &st) != 0) {
             throw JobError("cannot check " + p.string() + ": " + std::strerror(errno));
         }
-        if (st.st_uid != me && st.st_uid != kRootUid) {
-            refuse(home, "its parent " + p.string() + " is owned by uid " + std::to_string(st.st_uid) +
-                             ", neither you nor root, who could replace it",
-                   fix_for_home());
-        }
-        if ((st.st_mode & kOthersWrite) != 0) {
-            if ((st.st_mode & S_ISVTX) == 0) {
-                refuse(home, "its parent " + p.string() + " is writable by others (mode " +
-                                 octal_mode(st.st_mode) + ") and not sticky, so another user could replace it",
-                       fix_for_home());
-            }
-            shared = true;
-        }
+        const std::string why = parent_problem(st);
+        if (!why.empty()) refuse(home, "its parent " + p.string() + " " + why, fix_for_home());
+        shared = shared || (st.st_mode & kOthersWrite) != 0;
         if (p == p.root_path() || p.parent_path() == p) break;
     }
     return shared;
@@ -161,6 +165,41 @@ std::string distrust_reason(int fd, bool want_directory) {
     // A second name for one of our files (made by whoever could link it there) is
     // not a file Portal made: a write through it lands in the other name too.
     if (!want_directory && st.st_nlink != 1) return std::to_string(st.st_nlink) + " hard links";
+    return "";
+}
+
+std::string others_could_change(const fs::path& path, const fs::path& inner_root) {
+    // The directories above are walked as they really are (symbolic links in
+    // them resolved, as check_parents' canonical dir); `path` itself is not followed.
+    const fs::path given = absolute_clean(path);
+    std::error_code ec;
+    fs::path parent = fs::weakly_canonical(given.parent_path(), ec);
+    if (ec) parent = given.parent_path();
+    const fs::path start = parent / given.filename();
+    fs::path inner = inner_root.empty() ? fs::path() : fs::weakly_canonical(absolute_clean(inner_root), ec);
+    if (ec) inner = absolute_clean(inner_root);
+    // Strict from `path` up to `inner_root`, when `path` is inside it.
+    const fs::path rel = inner_root.empty() ? fs::path("..") : start.lexically_relative(inner);
+    bool below_inner = !rel.empty() && *rel.begin() != "..";
+    for (fs::path p = start;; p = p.parent_path()) {
+        struct stat st {};
+        if ((p == start ? lstat(p.c_str(), &st) : stat(p.c_str(), &st)) != 0) {
+            return p.string() + " cannot be examined (" + std::strerror(errno) + ")";
+        }
+        if (p == start || below_inner) {
+            // What is trusted itself (a symlink's mode means nothing: its owner only).
+            if (st.st_uid != geteuid() && st.st_uid != kRootUid) {
+                return p.string() + " is owned by uid " + std::to_string(st.st_uid) + ", neither you nor root";
+            }
+            if (!S_ISLNK(st.st_mode) && (st.st_mode & kOthersWrite) != 0) {
+                return p.string() + " is writable by group or others (mode " + octal_mode(st.st_mode) + ")";
+            }
+        } else if (const std::string why = parent_problem(st); !why.empty()) {
+            return p.string() + " " + why;
+        }
+        if (p == inner) below_inner = false;
+        if (p == p.root_path() || p.parent_path() == p) break;
+    }
     return "";
 }
 

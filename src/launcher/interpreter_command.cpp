@@ -42,6 +42,12 @@ std::string hex_of(char a, char b) {
 
 }  // namespace
 
+// python's -P: the working directory is never put on sys.path, so that nothing
+// python or the bootstrap imports before the program starts (the -c runner's
+// linecache from 3.13 on, Portal's own modules and theirs) can come from it.
+// boot.py gives the program python's own sys.path and sys.flags.safe_path.
+const char* const kSafePath = "-P";
+
 std::string bootstrap_line(const std::string& package_dir) {
     return "__import__('sys').path.insert(0, " + python_literal(package_dir) +
            ");__import__('_portal.boot').boot.main()";
@@ -91,7 +97,7 @@ std::vector<std::string> interpreter_argv(const ProgramSpec& program, const Inst
         case ProgramKind::None:
             return argv;
     }
-    argv.insert(argv.end(), {"-c", bootstrap_line(where.package_dir), mode, program.target,
+    argv.insert(argv.end(), {kSafePath, "-c", bootstrap_line(where.package_dir), mode, program.target,
                              std::to_string(program.spelling.size())});
     argv.insert(argv.end(), program.spelling.begin(), program.spelling.end());
     argv.insert(argv.end(), program.args.begin(), program.args.end());
@@ -99,11 +105,11 @@ std::vector<std::string> interpreter_argv(const ProgramSpec& program, const Inst
 }
 
 bool runs_bootstrap(const std::vector<std::string>& argv, const Installation& where) {
-    return argv.size() > 2 && argv[1] == "-c" && argv[2] == bootstrap_line(where.package_dir);
+    return argv.size() > 3 && argv[1] == kSafePath && argv[2] == "-c" && argv[3] == bootstrap_line(where.package_dir);
 }
 
 std::vector<std::string> resume_argv(const std::string& job_dir, const Installation& where) {
-    return {where.python, "-c", bootstrap_line(where.package_dir), "resume", job_dir};
+    return {where.python, kSafePath, "-c", bootstrap_line(where.package_dir), "resume", job_dir};
 }
 
 }  // namespace portal

@@ -39,8 +39,12 @@ constexpr std::size_t kProbeMaxBytes = 64 * 1024;
 constexpr std::size_t kCacheMaxBytes = 64 * 1024;
 constexpr const char* kShebang = "#!";
 // Runs on any Python from 2.7 on (a too-old one is named, not crashed on): prints
-// the fields NUL-separated, as bytes (paths need not be UTF-8).
-constexpr const char* kProbeCode = R"(import sys,os
+// the fields NUL-separated, as bytes (paths need not be UTF-8).  Its first act
+// takes the working directory ('' that -c put first) off sys.path: nothing it
+// imports is looked for there.
+constexpr const char* kProbeCode = R"(import sys
+if sys.path[:1]==['']:del sys.path[0]
+import os
 try:
     from importlib.machinery import EXTENSION_SUFFIXES as x
 except Exception:
@@ -242,11 +246,25 @@ std::string implementation_name(const std::string& impl) {
     return impl == "cpython" ? "CPython" : impl;
 }
 
+bool is_venv(const Interpreter& python) { return !python.prefix.empty() && python.prefix != python.base_prefix; }
+
 }  // namespace
 
-std::string file_fingerprint(const std::string& path) {
+std::string venv_fingerprint(const Interpreter& python) {
+    if (!is_venv(python)) return "";
+    const std::string cfg = (fs::path(python.prefix) / "pyvenv.cfg").string();
+    const std::string link = file_fingerprint(python.path, false);
+    return "pyvenv.cfg " + (file_fingerprint(cfg).empty() ? std::string("missing") : file_fingerprint(cfg)) + "; " +
+           python.path + " " + (link.empty() ? std::string("missing") : link);
+}
+
+namespace {
+
+}  // namespace
+
+std::string file_fingerprint(const std::string& path, bool follow) {
     struct stat st {};
-    if (path.empty() || stat(path.c_str(), &st) != 0) return "";
+    if (path.empty() || (follow ? stat(path.c_str(), &st) : lstat(path.c_str(), &st)) != 0) return "";
     std::ostringstream out;
     out << "size " << st.st_size << ", modified " << st.st_mtim.tv_sec << "." << st.st_mtim.tv_nsec << ", inode "
         << st.st_ino;
@@ -281,7 +299,32 @@ Interpreter probe_interpreter(const InterpreterChoice& choice, const std::option
         if (!shim && cache_dir) write_cache(file, key, python);
     }
     python.fingerprint = file_fingerprint(python.real_path);
+    python.venv_fingerprint = venv_fingerprint(python);
     return python;
+}
+
+std::optional<std::string> untrusted_reason(const Interpreter& python) {
+    const bool venv = is_venv(python);
+    const fs::path prefix = venv ? fs::path(python.prefix) : fs::path();
+    std::vector<fs::path> checked{python.path, python.real_path};
+    std::error_code ec;
+    const fs::path real_now = fs::canonical(python.path, ec);   // what the path runs now
+    if (!ec && real_now != fs::path(python.real_path)) checked.push_back(real_now);
+    if (venv) {
+        checked.push_back(prefix / "pyvenv.cfg");
+        // Where site reads the venv's .pth files: lib/pythonX.Y/site-packages.
+        for (const char* lib : {"lib", "lib64"}) {
+            const fs::path site = prefix / lib / ("python" + major_minor(python.version)) / "site-packages";
+            std::error_code ec;
+            if (fs::exists(fs::symlink_status(site, ec))) checked.push_back(site);
+        }
+    }
+    for (const auto& path : checked) {
+        if (path.empty()) continue;
+        std::string why = others_could_change(path, prefix);
+        if (!why.empty()) return why;
+    }
+    return std::nullopt;
 }
 
 std::string major_minor(const std::string& version) {
@@ -350,6 +393,7 @@ nlohmann::json to_record(const Interpreter& python) {
     j["source"] = python.source;
     j["path"] = python.path;
     j["fingerprint"] = python.fingerprint;
+    j["venv_fingerprint"] = python.venv_fingerprint;
     for (const auto& [name, member] : kProbed) j[name] = python.*member;
     return j;
 }
@@ -361,6 +405,13 @@ std::optional<Interpreter> from_record(const nlohmann::json& record) {
     const std::array<std::pair<const char*, std::string Interpreter::*>, 4> own = {{
         {"chosen", &Interpreter::chosen}, {"source", &Interpreter::source},
         {"path", &Interpreter::path}, {"fingerprint", &Interpreter::fingerprint}}};
+    // Absent from a job recorded before venvs were fingerprinted: not compared.
+    const auto venv = it->find("venv_fingerprint");
+    if (venv != it->end()) {
+        if (!venv->is_string()) return std::nullopt;
+        python.venv_fingerprint = venv->get<std::string>();
+        python.venv_recorded = true;
+    }
     for (const auto& table : {std::vector(own.begin(), own.end()), std::vector(kProbed.begin(), kProbed.end())}) {
         for (const auto& [name, member] : table) {
             const auto field = it->find(name);
@@ -380,8 +431,15 @@ std::string difference(const Interpreter& recorded, const Interpreter& now) {
     if (recorded.implementation == now.implementation && recorded.version == now.version &&
         recorded.build == now.build && recorded.real_path == now.real_path &&
         recorded.fingerprint == now.fingerprint && recorded.prefix == now.prefix &&
-        recorded.ext_suffix == now.ext_suffix) {
+        recorded.ext_suffix == now.ext_suffix &&
+        (!recorded.venv_recorded || recorded.venv_fingerprint == now.venv_fingerprint)) {
         return "";
+    }
+    if (recorded.venv_fingerprint != now.venv_fingerprint && recorded.venv_recorded &&
+        recorded.prefix == now.prefix && recorded.fingerprint == now.fingerprint) {
+        return "its virtual environment " + now.prefix + " was re-made or changed since: it ran with " +
+               (recorded.venv_fingerprint.empty() ? std::string("none") : recorded.venv_fingerprint) +
+               "; it is now " + (now.venv_fingerprint.empty() ? std::string("none") : now.venv_fingerprint);
     }
     return "it ran with " + text(recorded) + "; it is now " + text(now);
 }

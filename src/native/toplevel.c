@@ -203,7 +203,52 @@ static PyObject *toplevel_fail(PyObject *self, PyObject *args)
     return status;
 }
 
+/* with_field(seq, index, value) -> a copy of the struct sequence `seq` (an
+ * instance of a type such as sys.flags's, which Python code cannot make) with
+ * its field `index` set to `value`: every field copied, those beyond the
+ * sequence's visible length included.  boot.py gives the program this copy of
+ * sys.flags with python's own safe_path (portal-run starts the interpreter with
+ * -P).  Returns a new reference; `seq` and `value` are borrowed. */
+static PyObject *toplevel_with_field(PyObject *self, PyObject *args)
+{
+    (void)self;
+    PyObject *seq;   /* borrowed */
+    Py_ssize_t index;
+    PyObject *value; /* borrowed */
+    if (!PyArg_ParseTuple(args, "OnO:with_field", &seq, &index, &value)) {
+        return NULL;
+    }
+    PyTypeObject *type = Py_TYPE(seq); /* borrowed */
+    PyObject *n_obj = PyObject_GetAttrString((PyObject *)type, "n_fields"); /* new */
+    if (n_obj == NULL) {
+        return NULL;
+    }
+    Py_ssize_t n = PyLong_AsSsize_t(n_obj);
+    Py_DECREF(n_obj);
+    if (n == -1 && PyErr_Occurred()) {
+        return NULL;
+    }
+    if (!PyTuple_Check(seq) || index < 0 || index >= PyTuple_GET_SIZE(seq)) {
+        PyErr_SetString(PyExc_ValueError, "with_field: not a struct sequence, or index out of range");
+        return NULL;
+    }
+    PyObject *copy = PyStructSequence_New(type); /* new */
+    if (copy == NULL) {
+        return NULL;
+    }
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = i == index ? value : PyStructSequence_GetItem(seq, i); /* borrowed */
+        if (item == NULL) {
+            item = Py_None; /* an unset hidden field */
+        }
+        PyStructSequence_SetItem(copy, i, Py_NewRef(item)); /* steals the new reference */
+    }
+    return copy;
+}
+
 static PyMethodDef toplevel_methods[] = {
+    {"with_field", toplevel_with_field, METH_VARARGS,
+     "with_field(seq, index, value): a copy of a struct sequence with one field replaced."},
     {"run", toplevel_run, METH_VARARGS,
      "run(target, arg, flush_io=False): run the program's top level as python's main does."},
     {"fail", toplevel_fail, METH_VARARGS,

@@ -109,6 +109,60 @@ TEST_F(StoreTrustTest, RefusesAnotherUsersStoreAndParent) {
     EXPECT_FALSE(fs::exists(root / "theirs" / "home"));
 }
 
+// others_could_change: a job's interpreter and venv, checked before resume runs them.
+TEST_F(StoreTrustTest, AVenvOthersCanWriteIntoIsRefusedItsStickyParentIsNot) {
+    fs::create_directory(root / "shared");
+    chmod((root / "shared").c_str(), 01777);  // /tmp-like, above the venv: the parents' rule
+    const fs::path venv = root / "shared" / "venv";
+    fs::create_directories(venv / "bin");
+    chmod(venv.c_str(), 0755);
+    chmod((venv / "bin").c_str(), 0755);
+    std::ofstream(venv / "pyvenv.cfg") << "home = /usr/bin\n";
+    chmod((venv / "pyvenv.cfg").c_str(), 0644);
+    fs::create_symlink("/usr/bin/python3", venv / "bin" / "python3");
+    EXPECT_EQ(others_could_change(venv / "bin" / "python3", venv), "");
+    EXPECT_EQ(others_could_change(venv / "pyvenv.cfg", venv), "");
+    // Inside the venv nothing may be writable by others, sticky or not.
+    chmod((venv / "bin").c_str(), 01777);
+    EXPECT_EQ(others_could_change(venv / "bin" / "python3", venv),
+              (venv / "bin").string() + " is writable by group or others (mode 1777)");
+    chmod((venv / "bin").c_str(), 0755);
+    chmod((venv / "pyvenv.cfg").c_str(), 0664);
+    EXPECT_EQ(others_could_change(venv / "pyvenv.cfg", venv),
+              (venv / "pyvenv.cfg").string() + " is writable by group or others (mode 0664)");
+    // Above it, a directory others can write into that is not sticky.
+    chmod((root / "shared").c_str(), 0777);
+    EXPECT_EQ(others_could_change(venv / "bin" / "python3", venv),
+              (root / "shared").string() + " is writable by others (mode 0777) and not sticky, so another user "
+                                           "could replace it");
+}
+
+TEST_F(StoreTrustTest, AVenvIsCheckedWhereItReallyIsNotThroughALinkAbove) {
+    fs::create_directory(root / "open");
+    chmod((root / "open").c_str(), 0777);  // not sticky: another user could swap what is in it
+    fs::create_directories(root / "open" / "real" / "venv" / "bin");
+    chmod((root / "open" / "real").c_str(), 0755);
+    chmod((root / "open" / "real" / "venv").c_str(), 0755);
+    chmod((root / "open" / "real" / "venv" / "bin").c_str(), 0755);
+    fs::create_directory(root / "mine");
+    fs::create_directory_symlink(root / "open" / "real", root / "mine" / "link");
+    const fs::path venv = root / "mine" / "link" / "venv";
+    EXPECT_EQ(others_could_change(venv / "bin", venv),
+              (root / "open").string() + " is writable by others (mode 0777) and not sticky, so another user "
+                                         "could replace it");
+}
+
+TEST_F(StoreTrustTest, AVenvOfAnotherUserIsRefused) {
+    if (geteuid() != 0) GTEST_SKIP() << "needs root to make a directory another user's";
+    const fs::path venv = root / "venv";
+    fs::create_directories(venv / "bin");
+    chmod(venv.c_str(), 0755);
+    ASSERT_EQ(chown(venv.c_str(), kOtherUid, kOtherUid), 0);
+    EXPECT_EQ(others_could_change(venv / "bin", venv),
+              venv.string() + " is owned by uid 65534, neither you nor root");
+    EXPECT_EQ(others_could_change("/usr/bin/env"), "");  // root's, below root's directories
+}
+
 TEST_F(StoreTrustTest, RelativeHomeIsMadeAbsolute) {
     const fs::path cwd = fs::current_path();
     fs::current_path(root);

@@ -50,17 +50,24 @@ TEST(InterpreterArgv, ScriptGoesThroughTheBootstrap) {
     TempFile src("pass\n");
     ProgramSpec p{ProgramKind::Script, src.path, {"--help", "x"}, {"--", src.path}};
     auto argv = interpreter_argv(p, kWhere);
-    ASSERT_EQ(argv.size(), 10u);
+    ASSERT_EQ(argv.size(), 11u);
     EXPECT_EQ(argv[0], "/usr/bin/python3");
-    EXPECT_EQ(argv[1], "-c");
-    EXPECT_EQ(argv[2], bootstrap_line("/opt/portal/python"));
-    EXPECT_EQ(argv[3], "script");
-    EXPECT_EQ(argv[4], src.path);
-    EXPECT_EQ(argv[5], "2");
-    EXPECT_EQ(argv[6], "--");
-    EXPECT_EQ(argv[7], src.path);
-    EXPECT_EQ(argv[8], "--help");
-    EXPECT_EQ(argv[9], "x");
+    EXPECT_EQ(argv[1], "-P");  // the working directory off sys.path while Portal starts
+    EXPECT_EQ(argv[2], "-c");
+    EXPECT_EQ(argv[3], bootstrap_line("/opt/portal/python"));
+    EXPECT_EQ(argv[4], "script");
+    EXPECT_EQ(argv[5], src.path);
+    EXPECT_EQ(argv[6], "2");
+    EXPECT_EQ(argv[7], "--");
+    EXPECT_EQ(argv[8], src.path);
+    EXPECT_EQ(argv[9], "--help");
+    EXPECT_EQ(argv[10], "x");
+}
+
+TEST(InterpreterArgv, ResumeKeepsTheWorkingDirectoryOffSysPath) {
+    EXPECT_EQ(resume_argv("/jobs/x", kWhere),
+              (std::vector<std::string>{"/usr/bin/python3", "-P", "-c", bootstrap_line("/opt/portal/python"),
+                                        "resume", "/jobs/x"}));
 }
 
 TEST(InterpreterArgv, MissingScriptIsHandedToPythonAsIs) {
@@ -77,14 +84,15 @@ TEST(RunsBootstrap, OnlyTheBootstrapsCommandLines) {
     EXPECT_TRUE(runs_bootstrap(resume_argv("/jobs/x", kWhere), kWhere));
     EXPECT_FALSE(runs_bootstrap(interpreter_argv({ProgramKind::Script, "/nonexistent/x.py", {}}, kWhere), kWhere));
     EXPECT_FALSE(runs_bootstrap({"/usr/bin/python3", "-c", "print(1)"}, kWhere));
+    EXPECT_FALSE(runs_bootstrap({"/usr/bin/python3", "-c", bootstrap_line("/opt/portal/python")}, kWhere));
 }
 
 TEST(InterpreterArgv, ModuleAndCommand) {
     auto m = interpreter_argv({ProgramKind::Module, "json.tool", {"f"}, {"-mjson.tool"}}, kWhere);
-    EXPECT_EQ(std::vector<std::string>(m.begin() + 3, m.end()),
+    EXPECT_EQ(std::vector<std::string>(m.begin() + 4, m.end()),
               (std::vector<std::string>{"module", "json.tool", "1", "-mjson.tool", "f"}));
     auto c = interpreter_argv({ProgramKind::Command, "print(1)", {}, {"-c", "print(1)"}}, kWhere);
-    EXPECT_EQ(std::vector<std::string>(c.begin() + 3, c.end()),
+    EXPECT_EQ(std::vector<std::string>(c.begin() + 4, c.end()),
               (std::vector<std::string>{"command", "print(1)", "2", "-c", "print(1)"}));
 }
 
