@@ -34,6 +34,7 @@ of zero pages that are never touched: the memory tripwire's cap (RLIMIT_DATA)
 counts them, the machine does not.  (Under the resident cap, a memory request
 lets it go too: safepoint.py.)
 """
+import os
 import sys
 
 from _portal import oom, safepoint
@@ -60,6 +61,32 @@ def release_reserve():
     _reserve = None
 
 
+#: /proc/self/status and /proc/self/limits as read when the error reached the
+#: rescue (shortage.py makes the suspension's "what ran short" line of them).
+SHORTAGE = [None]
+
+
+def _proc(path):
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return b""
+    try:
+        return os.read(fd, 8192)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
+def note_shortage():
+    """Two small reads, no import: memory may be short to the last page."""
+    try:
+        SHORTAGE[0] = (_proc("/proc/self/status"), _proc("/proc/self/limits"))
+    except MemoryError:       # not even that: the line is left out
+        SHORTAGE[0] = None
+
+
 def rescue(loop_line, body_span=None):
     exc = sys.exception()
     if exc is None or not (oom.is_out_of_memory(exc) or safepoint.is_preempted(exc)):
@@ -68,6 +95,11 @@ def rescue(loop_line, body_span=None):
     if runtime is None or not runtime.rescue_enabled:
         return
     loop_frame = sys._getframe(1)
+    # What the process had when it ran out of the host's memory (not a GPU's, not
+    # the fake-OOM fixture's), before anything is freed.
+    SHORTAGE[0] = None
+    if runtime.fake_oom is None and (isinstance(exc, MemoryError) or "DefaultCPUAllocator" in str(exc)):
+        note_shortage()
     release_reserve()
     skipped = runtime.rescue(loop_frame, loop_line, exc)
     arm_reserve()  # declined: the error goes on, the program may yet handle it
