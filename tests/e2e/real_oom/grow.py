@@ -2,7 +2,8 @@
 once, up to TOTAL_MIB MiB (each item made before the step trains: an iteration
 that runs out has changed nothing, and runs again from its start as it would
 have run); prints a line a step and, at the end, a digest of the
-final state (the model, the random generators, every item's contents sampled).
+final state (the model, the random generators, every item's contents sampled,
+a deep chain of objects).
 
     python3 grow.py torch|numpy|list|bytes STEP_MIB TOTAL_MIB
 """
@@ -61,6 +62,17 @@ def sample(x):
     return x[:64] + x[-64:] + str(len(x)).encode()
 
 
+class Node:
+    def __init__(self, value, next):
+        self.value, self.next = value, next
+
+
+# A chain 20,000 deep: saved by the pickler's own thread (its big stack), which
+# must start when memory has run out.
+chain = None
+for i in range(20000):
+    chain = Node(i, chain)
+
 history = []
 for step in range(total_mib // step_mib):
     grown = item(step)    # first: the iteration that runs out has changed nothing yet
@@ -79,4 +91,8 @@ else:
     digest.update(repr((weights, rng.random())).encode())
 for x in history:
     digest.update(sample(x))
+node, total = chain, 0
+while node is not None:
+    total, node = total + node.value, node.next
+digest.update(str(total).encode())
 print(len(history), digest.hexdigest())
