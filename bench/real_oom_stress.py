@@ -45,6 +45,10 @@ def main():
     cases = [c for c in matrix.CASES if not args.only or args.only in c.name]
     no_cgroup = matrix.cgroup_unavailable()
     counts = {}
+    # Stopped by Ctrl-C or kill (a background job starts with SIGINT ignored):
+    # the load processes go with it.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    signal.signal(signal.SIGTERM, lambda signo, frame: sys.exit(128 + signo))
     busy = load(args.load)
     try:
         with tempfile.TemporaryDirectory(prefix="real-oom-stress-") as tmp:

@@ -117,6 +117,9 @@ def narrow_data_limit(widened):
         pass
 
 
+#: True while a rescue runs (safepoint.py: the watcher's request waits for none).
+RESCUING = [False]
+
 #: /proc/self/status and /proc/self/limits as read when the error reached the
 #: rescue (shortage.py makes the suspension's "what ran short" line of them).
 SHORTAGE = [None]
@@ -158,7 +161,11 @@ def rescue(loop_line, body_span=None):
         note_shortage()
     release_reserve()
     widened = widen_data_limit()
-    skipped = runtime.rescue(loop_frame, loop_line, exc)
+    RESCUING[0] = True
+    try:
+        skipped = runtime.rescue(loop_frame, loop_line, exc)
+    finally:
+        RESCUING[0] = False
     narrow_data_limit(widened)
     arm_reserve()  # declined: the error goes on, the program may yet handle it
     return skipped is True  # True: the item was skipped (skip.py), the handler continues

@@ -113,11 +113,21 @@ def _on_memory(signo, frame):
     # Past the cap the watcher lets the program allocate nothing more: the
     # rescue's reserve (rescue.py) gives the request its room (its frames'
     # loops found, codemap imported).
+    # During a rescue (the rescue's own allocations passed the cap) there is
+    # nothing to ask: it suspends the job, or declines and the program goes on;
+    # its imports may be half done, which the request's own imports would trip on.
     runtime = _runtime[0]
     rescue = runtime.portal_modules.get("_portal.rescue") if runtime is not None else None
     if rescue is not None:
+        if rescue.RESCUING[0]:
+            return
         rescue.release_reserve()
-    request(MEMORY, frame)
+    try:
+        request(MEMORY, frame)
+    except Exception:  # noqa: BLE001 - it cannot be armed now: dropped, as with no loop to take it
+        if _pending[0] == MEMORY:
+            _pending[0] = None
+            _stop_tracing()
 
 
 def memory_cap():

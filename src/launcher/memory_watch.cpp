@@ -189,7 +189,8 @@ void MemoryWatch::run() {
             if (set_soft_limit(pid_, d.limit)) limit = d.limit;
             lowered = d.lowered;
         }
-        if (d.over && !requested) {
+        // Not while the rescue holds its room: it suspends the job already.
+        if (d.over && !requested && !room) {
             // Only an interpreter with Portal's bootstrap takes the request; the
             // signal's default action would end any other.
             requested = true;
