@@ -61,6 +61,14 @@ constexpr const char* kMemoryCapVariable = "PORTAL_MEMORY_CAP";
 // preempt::request_signal().
 int memory_signal();
 
+// The program's rescue asks for room on the same signal, sent to its parent (the
+// supervisor): the first time the watcher gives the program the ceiling back and
+// holds it there (the rescue's threads and pickler are address space, and the
+// limit is full when it runs), the second time (the rescue declined: the program
+// goes on) it watches as before.  Async-signal-safe: the supervisor's handler
+// calls it for a signal the child sent.
+void note_room_request();
+
 // --- pure: the rules ----------------------------------------------------------------
 
 // The program's RLIMIT_DATA while its resident memory is well under the cap: the

@@ -73,12 +73,14 @@ import json
 import mmap
 import os
 import platform
+import threading
 import re
 import shutil
 import stat
 import sys
 import tempfile
-from concurrent.futures import ThreadPoolExecutor
+from _queue import SimpleQueue
+from concurrent.futures import Future
 from typing import NamedTuple
 
 from .job_contract import MANIFEST_MAX_BYTES  # contract/job_record.json, generated
@@ -419,6 +421,87 @@ def _workers():
 
 
 IO_THREADS = 8                # at most this many I/O and hashing threads
+#: Their C stack: hashing, zero scans and pread/pwrite need little of it.  A
+#: thread's stack is address space that the memory tripwire's cap counts
+#: (RLIMIT_DATA), and the writer runs when that is what ran short.
+IO_THREAD_STACK_BYTES = 256 << 10
+
+
+class _Pool:
+    """Worker threads for ``submit(fn, *args)`` (a ``concurrent.futures.Future``
+    each), started as work comes, up to ``size``.  A checkpoint is written when
+    memory ran short, where a thread may not start (its stack and its malloc
+    arena are address space the tripwire's cap refuses): the threads already
+    started do the work, and with none the calling thread does it as it is
+    submitted.  Nothing is started before the first write or read."""
+
+    def __init__(self, size, name):
+        self._size, self._name = size, name
+        self._threads = []
+        self._queue = None
+        self._refused = False
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.shutdown()
+
+    def submit(self, fn, *args):
+        if not self._refused and len(self._threads) < self._size:
+            self._start()
+        future = Future()
+        if self._threads:
+            self._queue.put((future, fn, args))
+        else:
+            _run_into(future, fn, args)
+        return future
+
+    def _start(self):
+        if self._queue is None:
+            self._queue = SimpleQueue()
+        thread = threading.Thread(target=self._work, name=f"{self._name}_{len(self._threads)}", daemon=True)
+        try:
+            old = threading.stack_size(IO_THREAD_STACK_BYTES)
+        except (ValueError, RuntimeError):
+            old = None
+        try:
+            thread.start()
+        except RuntimeError:          # "can't start new thread": no room for it
+            self._refused = True
+            return
+        finally:
+            if old is not None:
+                threading.stack_size(old)
+        self._threads.append(thread)
+
+    def _work(self):
+        while True:
+            item = self._queue.get()
+            if item is None:
+                return
+            future, fn, args = item
+            _run_into(future, fn, args)
+            del item, future, fn, args
+
+    def shutdown(self):
+        """Wait for every thread to finish the work given (cancelled work is skipped)."""
+        for _ in self._threads:
+            self._queue.put(None)
+        for thread in self._threads:
+            thread.join()
+        self._threads = []
+
+
+def _run_into(future, fn, args):
+    if not future.set_running_or_notify_cancel():
+        return
+    try:
+        result = fn(*args)
+    except BaseException as exc:      # handed to the one who waits for it
+        future.set_exception(exc)
+    else:
+        future.set_result(result)
 
 
 def _write_blobs(directory, views, progress=None):
@@ -431,7 +514,7 @@ def _write_blobs(directory, views, progress=None):
     _mkdir_private(os.path.join(directory, BLOBS))
     fds = []
     try:
-        with ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="portal-write") as pool:
+        with _Pool(_workers(), "portal-write") as pool:
             records = _write_packs(pool, directory, files, fds, progress)
     finally:
         for fd in fds:              # only once no worker can still write to them
@@ -1248,7 +1331,7 @@ def _read_all(opened, progress):
                          sum(end - start for _, (start, end, _) in tasks))
     # whole-file hashes (version 1) are sequential: the biggest first
     tasks.sort(key=lambda item: item[1][2] is not None)
-    with ThreadPoolExecutor(max_workers=_workers(), thread_name_prefix="portal-read") as pool:
+    with _Pool(_workers(), "portal-read") as pool:
         futures = [pool.submit(o.read, *t, progress) for o, t in tasks]
         try:
             for future in futures:

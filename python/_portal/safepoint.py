@@ -71,6 +71,7 @@ _saved_hook = [None]
 _runtime = [None]           # runtime.py's Runtime: its portal_modules, declined
 _deferred = [False]         # a request made before the program's main code ran
 _memory_cap = [None]        # the memory tripwire's cap in bytes (None: no cap)
+_memory_signal = [None]     # its signal (the watcher's request; the rescue's for room)
 
 
 def _portal_modules():
@@ -90,6 +91,7 @@ def install(runtime=None):
         try:
             _csignal.signal(int(memory), _on_memory)
             _memory_cap[0] = int(cap)
+            _memory_signal[0] = int(memory)
         except (ValueError, OSError):
             pass
     value = os.environ.pop(SIGNAL_VARIABLE, "")
@@ -111,16 +113,39 @@ def _on_memory(signo, frame):
     # Past the cap the watcher lets the program allocate nothing more: the
     # rescue's reserve (rescue.py) gives the request its room (its frames'
     # loops found, codemap imported).
+    # During a rescue (the rescue's own allocations passed the cap) there is
+    # nothing to ask: it suspends the job, or declines and the program goes on;
+    # its imports may be half done, which the request's own imports would trip on.
     runtime = _runtime[0]
     rescue = runtime.portal_modules.get("_portal.rescue") if runtime is not None else None
     if rescue is not None:
+        if rescue.RESCUING[0]:
+            return
         rescue.release_reserve()
-    request(MEMORY, frame)
+    try:
+        request(MEMORY, frame)
+    except Exception:  # noqa: BLE001 - it cannot be armed now: dropped, as with no loop to take it
+        if _pending[0] == MEMORY:
+            _pending[0] = None
+            _stop_tracing()
 
 
 def memory_cap():
     """The memory tripwire's cap in bytes, or None."""
     return _memory_cap[0]
+
+
+def ask_for_room():
+    """Ask the resident cap's watcher (the supervisor, this process's parent) to
+    give the address-space limit its ceiling back and hold it (rescue.py; sent
+    again, it watches as before).  False when there is no watcher to ask."""
+    if _memory_signal[0] is None:
+        return False
+    try:
+        os.kill(os.getppid(), _memory_signal[0])
+    except OSError:
+        return False
+    return True
 
 
 def is_preempted(exc):

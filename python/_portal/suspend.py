@@ -501,6 +501,18 @@ def _names_of(objects, roots):
     return names + [f"{len(wanted)} more, inside other objects"] * bool(wanted)
 
 
+def _what_ran_short(error):
+    """The suspension's "what ran short: ..." line (shortage.py), or None: not for
+    a preemption, nor for a safe point's memory request (its first line says it)."""
+    if error.reason != "oom":
+        return None
+    try:
+        from _portal import safepoint, shortage
+        return shortage.line(safepoint.memory_cap(), _human_size)
+    except Exception:  # noqa: BLE001 - a line of the report, never a reason to fail the suspension
+        return None
+
+
 def _report_and_exit(job, error, point, size):
     from _portal import autograd
     cut = _names_of(autograd.CUT, point.roots)
@@ -514,6 +526,9 @@ def _report_and_exit(job, error, point, size):
     at = f" at {error.where}" if error.where else ""
     iteration = f", {loop.iteration_text}" if loop.iteration_text else ""
     _say("suspended", f"{error.text}{at}")
+    short = _what_ran_short(error)
+    if short:
+        _say("suspended", short)
     preempted = error.reason == "preempted"
     at_safe_point = error.reason in ("preempted", "memory")   # safepoint.py: taken where an iteration starts
     _say("suspended", f"will continue from the loop at {loop.filename}:{loop.line} in {loop.function}()"

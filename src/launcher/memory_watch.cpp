@@ -2,6 +2,7 @@
 #include "portal/memory_watch.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <chrono>
 #include <csignal>
@@ -45,6 +46,13 @@ bool set_soft_limit(pid_t pid, std::uint64_t soft) {
 }  // namespace
 
 int memory_signal() { return preempt::request_signal() + 1; }
+
+namespace {
+// How many times the program asked for room (note_room_request): odd while held.
+std::atomic<unsigned> g_room_requests{0};
+}  // namespace
+
+void note_room_request() { g_room_requests.fetch_add(1); }
 
 std::uint64_t address_ceiling(std::uint64_t cap, std::uint64_t physical, std::uint64_t swap) {
     return physical + swap + cap;
@@ -148,6 +156,8 @@ void MemoryWatch::run() {
     bool lowered = false;
     bool requested = false;
     std::uint64_t limit = ceiling_;
+    unsigned room_seen = g_room_requests.load();
+    bool room = false;   // the rescue's room: the ceiling, held until it is given back
     Usage before;
     char buf[kStatmBytes];
     for (;;) {
@@ -157,18 +167,30 @@ void MemoryWatch::run() {
         buf[n] = '\0';
         const auto usage = parse_statm(buf, page);
         if (!usage || usage->data == 0) break;  // a zombie has no memory left to watch
+        const unsigned asked = g_room_requests.load();
+        if (asked != room_seen) {
+            room_seen = asked;
+            room = (asked % 2) == 1;
+            if (room && set_soft_limit(pid_, ceiling_)) limit = ceiling_;
+            log::debug("memory tripwire", room ? "the rescue asked for room: the address-space limit is its ceiling "
+                                                 "until the rescue is done"
+                                               : "the rescue gave its room back");
+            // Given back: the next look bounds the limit afresh by the head-room.
+            if (!room) lowered = false;
+        }
         const Decision d = decide(*usage, cap_, ceiling_, lowered, before, limit);
         before = *usage;
         const std::uint64_t moved = d.limit > limit ? d.limit - limit : limit - d.limit;
         // Once a suspension is asked for, the limit is the ceiling again and comes
         // down no more: the rescue at the safe point (its writer's threads, the
         // pickler) needs room while the program's memory is still held.
-        const bool held = requested && d.lowered && d.limit < limit;
+        const bool held = (requested || room) && d.lowered && d.limit < limit;
         if (!held && (d.lowered != lowered || moved >= kLimitStep)) {
             if (set_soft_limit(pid_, d.limit)) limit = d.limit;
             lowered = d.lowered;
         }
-        if (d.over && !requested) {
+        // Not while the rescue holds its room: it suspends the job already.
+        if (d.over && !requested && !room) {
             // Only an interpreter with Portal's bootstrap takes the request; the
             // signal's default action would end any other.
             requested = true;

@@ -60,6 +60,11 @@ void forward(int signo, siginfo_t* info, void*) {
         g_forwarded.store(signo);
         return;
     }
+    // The rescue asks the memory tripwire's watcher for room (memory_watch.hpp).
+    if (signo == tripwire::memory_signal()) {
+        if (info != nullptr && info->si_pid == child) tripwire::note_room_request();
+        return;
+    }
     // SIGTERM (--preempt-signal's): a request the wait loop passes on (preempt.hpp).
     if (preempt::note_signal(signo, info != nullptr ? info->si_pid : 0, child)) {
         return;
@@ -78,6 +83,7 @@ std::vector<int> handled_signals() {
             if (std::find(out.begin(), out.end(), signo) == out.end()) out.push_back(signo);
         }
         out.push_back(preempt::request_signal());
+        out.push_back(tripwire::memory_signal());   // the rescue's request for room
     }
     return out;
 }

@@ -69,3 +69,28 @@ def test_no_request_no_tracing(rescue_log):
     log = []
     g["train"](log)
     assert len(log) == 300 and rescue_log == [] and sys.gettrace() is None
+
+
+class _Runtime:
+    def __init__(self, rescue):
+        self.portal_modules = {"_portal.rescue": rescue}
+
+
+def test_a_memory_request_during_a_rescue_is_not_made(rescue_log, monkeypatch):
+    from _portal import rescue
+    monkeypatch.setattr(safepoint, "_runtime", [_Runtime(rescue)])
+    monkeypatch.setattr(rescue, "RESCUING", [True])
+    safepoint._on_memory(0, sys._getframe())
+    assert safepoint.pending() is None and sys.gettrace() is None
+
+
+def test_a_memory_request_that_cannot_be_armed_is_dropped(rescue_log, monkeypatch):
+    from _portal import rescue
+
+    def half_done_import(code):
+        raise ImportError("cannot import name 'Dict' from partially initialized module 'typing'")
+
+    monkeypatch.setattr(safepoint, "_runtime", [_Runtime(rescue)])
+    monkeypatch.setattr(safepoint, "_body_starts", half_done_import)
+    safepoint._on_memory(0, sys._getframe())        # no error out of the handler
+    assert safepoint.pending() is None and sys.gettrace() is None
