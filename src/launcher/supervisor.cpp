@@ -78,6 +78,7 @@ std::vector<int> handled_signals() {
             if (std::find(out.begin(), out.end(), signo) == out.end()) out.push_back(signo);
         }
         out.push_back(preempt::request_signal());
+        out.push_back(preempt::writing_signal());
     }
     return out;
 }
@@ -191,8 +192,10 @@ std::uint64_t capped_data_limit(std::uint64_t cap) {
         // The bootstrap takes its request signal from here (safepoint.py) and
         // removes the variable before the program starts.
         setenv(preempt::kSignalVariable, std::to_string(preempt::request_signal()).c_str(), 1);
+        setenv(preempt::kWritingVariable, std::to_string(preempt::writing_signal()).c_str(), 1);
     } else {
         unsetenv(preempt::kSignalVariable);
+        unsetenv(preempt::kWritingVariable);
     }
     // The memory tripwire's request (memory_watch.hpp), taken by the bootstrap
     // (safepoint.py), which removes both variables before the program starts;
@@ -369,6 +372,8 @@ int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t>
     }
     return outcome.exit_code;
 }
+
+int program_signal() { return g_program_signal; }
 
 int end_as_the_program_did(int exit_code) {
     const int signo = g_program_signal;
