@@ -398,8 +398,13 @@ def test_a_node_failure_during_a_resumed_run_resumes_from_the_last_checkpoint(st
     while store.slurm_state(slurm_job) in {"RUNNING", "COMPLETING"}:
         assert time.monotonic() < deadline
         time.sleep(POLL)
-    shown = store.portal("show", job).stdout.decode()
-    assert re.search(r"^state +suspended \(recovered from its checkpoint\)", shown, re.M), shown
+    deadline = time.monotonic() + COMMAND_TIMEOUT
+    while True:   # once the killed processes have let go of the job's lock
+        shown = store.portal("show", job).stdout.decode()
+        if re.search(r"^state +suspended \(recovered from its checkpoint\)", shown, re.M):
+            break
+        assert time.monotonic() < deadline and re.search(r"^state +running", shown, re.M), shown
+        time.sleep(POLL)
     store.slurm("scontrol", "requeue", slurm_job, check=False)   # already requeued by a failed node: fine
     store.wait_state(slurm_job, {"COMPLETED"})
     out = (store.work / f"slurm-{slurm_job}.out").read_text()
