@@ -71,9 +71,11 @@ bool note_signal(int signo, pid_t sender, pid_t child);
 // /proc/PID/stat) within kWriteStallSeconds.
 void tick(pid_t child, int* forwarded);
 bool pending();
-// For the next child (a retry): a request already pending stays so, its grace
-// counted from now; nothing else of the last child's is kept.
+// Nothing pending.
 void reset();
+// For the next child (the first, or a retry): a request already pending stays
+// so, its grace counted from now; nothing else of the last child's is kept.
+void next_child();
 // From now until supervise() installs its own handlers: a preemption signal is
 // held as a pending request for the child to come, not the end of the command
 // (`portal resume` checks the job and its interpreter first).

@@ -200,6 +200,11 @@ void hold_until_supervised() {
 }
 
 void reset() {
+    g_original.store(0);
+    next_child();
+}
+
+void next_child() {
     // A request that came before this child (while `portal resume` checked the
     // job, or during a retry's hand-over) stays pending for it, its grace counted
     // from now.

@@ -314,7 +314,7 @@ bool wait_while_copying(pid_t pid, OutputTee& tee, int* status) {
 int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t> data_limit, OutputTee* tee,
               int job_lock_fd, const std::function<void(pid_t)>& started) {
     g_program_signal = 0;
-    preempt::reset();
+    preempt::next_child();
     std::cout.flush();
     std::cerr.flush();
     if (tee != nullptr && !tee->kept()) {
