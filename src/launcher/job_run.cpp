@@ -173,6 +173,7 @@ nlohmann::json JobRun::finish(int& exit_code) {
     const bool killed = portal::program_signal() == SIGKILL && exit_code == kSignalExitBase + SIGKILL;
     nlohmann::json retry;
     std::string note;
+    bool suspended_then_killed = false;
     try {
         job_.modify_record([&](nlohmann::json& r) {
             note.clear();
@@ -183,7 +184,8 @@ nlohmann::json JobRun::finish(int& exit_code) {
             std::string outcome;
             const bool suspended_now = state == "suspended" && r.contains("suspended_at") &&
                                        r["suspended_at"] >= entry.value("started", std::string());
-            if (killed && suspended_now) {
+            suspended_then_killed = killed && suspended_now;
+            if (suspended_then_killed) {
                 // Killed between its suspension's record and its exit: the checkpoint
                 // was committed before the record said so.
                 entry["exit_status"] = kSuspendedExit;
@@ -227,10 +229,8 @@ nlohmann::json JobRun::finish(int& exit_code) {
         log::say("job", e.what());
         return nullptr;
     }
-    if (!note.empty()) {
-        log::say("job", note);
-        if (killed && note.rfind("the program was killed", 0) == 0) exit_code = kSuspendedExit;
-    }
+    if (!note.empty()) log::say("job", note);
+    if (suspended_then_killed) exit_code = kSuspendedExit;
     return retry;
 }
 
