@@ -23,10 +23,12 @@ struct Recovery {
     nlohmann::json loop;     // the manifest's "loop" object, when it has one
 };
 
-// The committed checkpoint that outdates `record`: the `checkpoint` link names
-// `checkpoint.<G>` whose manifest.json says "job_id" == job.id and was created
-// after the record's last suspension, while the record (by `effective_state`)
-// says lost or failed.  nullopt otherwise, and for anything damaged or not ours.
+// The committed checkpoint a job resumes from although its record does not say
+// suspended: the `checkpoint` link names `checkpoint.<G>` whose manifest.json
+// says "job_id" == job.id, while the record (by `effective_state`) says lost (any
+// such checkpoint: the one a resume started from, or a newer one) or failed (only
+// one created after the record's last suspension).  nullopt otherwise, and for
+// anything damaged or not ours.
 std::optional<Recovery> recovered_checkpoint(const Job& job, const nlohmann::json& record,
                                              const std::string& effective_state);
 

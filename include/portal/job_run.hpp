@@ -46,9 +46,15 @@ public:
     // Records the run's end from the supervisor's exit code and the record the
     // interpreter left: suspended (it said so), completed, failed, or - for a
     // resume that never reached the program - refused, the job staying suspended.
+    // No sound checkpoint is orphaned by a SIGKILL of the program (the kernel's
+    // out-of-memory killer, kill -9): killed after it recorded its suspension, the
+    // run is suspended (`exit_code` becomes 75); killed while it ran on from a
+    // checkpoint (a resume's, or one it committed), the job is suspended at that
+    // checkpoint (recovered, job_recovery.hpp) and the run failed.  A checkpoint
+    // writer's leftovers of the program's (.checkpoint.tmp-PID-*) are removed.
     // Returns the interpreter's retry request (python/_portal/retry.py: the
     // record's retry_requested, moved into this run's entry as "retry"), or null.
-    nlohmann::json finish(int exit_code);
+    nlohmann::json finish(int& exit_code);
     // supervise() then finish(), and again for as long as the interpreter asks for
     // a retry (--policy oom.action=retry): a run of kind "retry" per retry, each
     // resuming the job at once with `resume_argv`, under the same memory cap, with
@@ -62,12 +68,14 @@ private:
     JobRun(Job job, JobLock lock) : job_(std::move(job)), lock_(std::move(lock)) {}
     void begin(const std::string& kind, const std::vector<std::string>& command,
                std::optional<std::uint64_t> mem, const nlohmann::json& extra = nlohmann::json::object());
+    void remove_writer_leftovers() const;
     Job job_;
     std::vector<std::string> command_;
     std::optional<std::uint64_t> mem_;
     JobLock lock_;
     std::unique_ptr<OutputTee> tee_;
     std::size_t run_index_ = 0;
+    pid_t program_pid_ = 0;  // the last interpreter supervise() started
 };
 
 // The job's name stem: the script's name without .py, the module's name, or

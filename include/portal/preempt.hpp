@@ -24,13 +24,23 @@ namespace portal::preempt {
 
 // The environment variable that tells the interpreter the request signal's number.
 constexpr const char* kSignalVariable = "PORTAL_PREEMPT_SIGNAL";
+// ... and the number of the signal it sends back to say that it has reached its
+// safe point and is writing its checkpoint (python/_portal/suspend.py): from
+// then on the grace no longer counts; the write is watched for progress instead.
+constexpr const char* kWritingVariable = "PORTAL_WRITING_SIGNAL";
 constexpr double kDefaultGraceSeconds = 60.0;
+// A checkpoint write whose process neither writes a byte nor uses CPU for this
+// long (or the grace, if longer) is taken as hung: the original signal is delivered.
+constexpr double kWriteStallSeconds = 60.0;
 // How often a pending request is looked at (the child's handlers, the grace).
 constexpr int kTickMilliseconds = 100;
 
 // The real-time signal a request travels on (SIGRTMIN + 4, above those glibc
 // and threading libraries take for themselves).
 int request_signal();
+// The real-time signal the interpreter sends its supervisor when it writes a
+// checkpoint (SIGRTMIN + 5).
+int writing_signal();
 
 // Whether process `pid` catches `signo` (its /proc/PID/status SigCgt mask): a
 // request signal is sent only to an interpreter that takes it.
@@ -55,10 +65,20 @@ int parse_signal(const std::string& text);
 bool note_signal(int signo, pid_t sender, pid_t child);
 
 // In the supervisor's wait loop, every kTickMilliseconds while pending():
-// sends the request, or the original signal (then `forwarded` is set to it).
+// sends the request, or the original signal (then `forwarded` is set to it):
+// past the grace, unless the interpreter said it is writing its checkpoint and
+// the write still progresses (the bytes it wrote, its CPU time: /proc/PID/io,
+// /proc/PID/stat) within kWriteStallSeconds.
 void tick(pid_t child, int* forwarded);
 bool pending();
-// For the next child (a retry): nothing pending.
+// Nothing pending.
 void reset();
+// For the next child (the first, or a retry): a request already pending stays
+// so, its grace counted from now; nothing else of the last child's is kept.
+void next_child();
+// From now until supervise() installs its own handlers: a preemption signal is
+// held as a pending request for the child to come, not the end of the command
+// (`portal resume` checks the job and its interpreter first).
+void hold_until_supervised();
 
 }  // namespace portal::preempt

@@ -42,6 +42,9 @@ int supervise(const std::vector<std::string>& argv,
               std::optional<std::uint64_t> data_limit = std::nullopt, OutputTee* tee = nullptr,
               int job_lock_fd = -1, const std::function<void(pid_t)>& started = {});
 
+// The signal the last program supervise() ran died of (0: it exited).
+int program_signal();
+
 // `exit_code` if the last program supervise() ran did not die of a signal (or
 // exit_code is not that death's 128+N); otherwise does not return: the process
 // flushes its output, resets the signal to its default action, unblocks it and

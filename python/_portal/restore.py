@@ -78,6 +78,40 @@ def build_chain(frames, main_code):
     return chain
 
 
+def _preempted_while_restoring(job):
+    """A preemption request (SIGTERM to `portal resume`) that came while the
+    interpreter started or the job was restored: the program stands at the start of
+    the checkpoint's iteration, which has not started, so the request is taken there
+    - the job stays suspended at the checkpoint it was resumed from, reason
+    preempted, exit 75 - as at the first iteration start (docs/preemption.md)."""
+    import time
+    from _portal import jobs, store
+    from _portal.job_contract import EXPIRY_SECONDS, SUSPENDED_EXIT_STATUS
+    now = time.time()
+    record = {}
+    try:
+        record = job.read_record()
+        record = job.update_record(state="suspended", suspended_at=jobs.utc_iso(now),
+                                   expires_at=jobs.utc_iso(now + EXPIRY_SECONDS), reason="preempted",
+                                   error="preempted (portal resume was sent its preemption signal)",
+                                   error_at=record.get("loop"), retry_requested=None)
+    except (store.PortalError, OSError) as e:
+        # The record still says suspended (the restore had not marked it running).
+        sys.stderr.write(f"portal: job: {job.id}: its record could not be updated ({store.shown(e)}); "
+                         f"it stays suspended: portal resume {job.id}\n")
+    iteration = record.get("iteration")
+    where = f" from the loop at {store.shown(record['loop'])}" if isinstance(record.get("loop"), str) else ""
+    which = f", iteration {iteration} (0-based)" if isinstance(iteration, int) else ""
+    sys.stderr.write("portal: suspended: preempted (portal resume was sent its preemption signal) while the "
+                     "job was restored\n"
+                     f"portal: suspended: will continue{where}{which}; that iteration had not started yet\n"
+                     f"portal: suspended: job {job.id} keeps its checkpoint, kept until "
+                     f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(now + EXPIRY_SECONDS))} (3 days)\n"
+                     f"portal: suspended: resume it: portal resume {job.id}\n")
+    sys.stderr.flush()
+    os._exit(SUSPENDED_EXIT_STATUS)
+
+
 class ResumeError(Exception):
     """The job cannot be resumed; it stays suspended, intact."""
 
@@ -167,6 +201,9 @@ def _start(job_dir, make_runtime, policy):
     handled = getattr(state.frames[-1], "handled", None) if state.frames else None
     del state
     job = jobs.Job(job_dir)
+    from _portal import safepoint
+    if safepoint.pending() == safepoint.PREEMPTED:
+        _preempted_while_restoring(job)   # exits 75: nothing of the program ran
     try:
         # the checkpoint's read, verified, for `portal show` (checkpoint_read {bytes, seconds})
         # and the policies the resumed run has (`portal show`), when --policy changed them

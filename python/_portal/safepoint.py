@@ -43,6 +43,7 @@ import sys
 import _signal as _csignal   # the C module: `signal` would import enum at every start-up
 
 SIGNAL_VARIABLE = "PORTAL_PREEMPT_SIGNAL"   # set by portal-run (supervisor.cpp)
+WRITING_VARIABLE = "PORTAL_WRITING_SIGNAL"   # the signal that says a checkpoint is being written
 RESCUE_NAME = "__portal_rescue__"            # instrument.py's handler calls it
 PREEMPTED = "preempted"                      # the reason a preemption is recorded with
 MEMORY_SIGNAL_VARIABLE = "PORTAL_MEMORY_SIGNAL"   # set by portal-run (supervisor.cpp)
@@ -66,6 +67,7 @@ class Preempted(Exception):
 
 _pending = [None]           # the reason of a request not yet taken
 _signal = [None]            # the request signal portal-run named
+_writing = [None]           # the signal that tells portal-run a checkpoint is being written
 _starts = {}                # code object -> frozenset of its loop bodies' first offsets
 _saved_hook = [None]
 _runtime = [None]           # runtime.py's Runtime: its portal_modules, declined
@@ -94,7 +96,10 @@ def install(runtime=None):
             _memory_signal[0] = int(memory)
         except (ValueError, OSError):
             pass
+    writing = os.environ.pop(WRITING_VARIABLE, "")
     value = os.environ.pop(SIGNAL_VARIABLE, "")
+    if writing.isdigit():
+        _writing[0] = int(writing)
     if not value.isdigit():
         return
     signo = int(value)
@@ -128,6 +133,17 @@ def _on_memory(signo, frame):
         if _pending[0] == MEMORY:
             _pending[0] = None
             _stop_tracing()
+
+
+def writing():
+    """Tell portal-run that the program is at its safe point and writes its
+    checkpoint: the preemption grace stops counting (the supervisor watches the
+    write's progress instead, src/launcher/preempt.cpp)."""
+    if _writing[0] is not None:
+        try:
+            os.kill(os.getppid(), _writing[0])
+        except OSError:
+            pass
 
 
 def memory_cap():

@@ -280,6 +280,8 @@ def _rescue(runtime, loop_frame, loop_line, exc):
     from _portal import decide
     from _portal import safepoint
     preempted = safepoint.is_preempted(exc)
+    if preempted:
+        safepoint.writing()                                     # the grace stops: its safe point is reached
     point = decide.decide(runtime, loop_frame, loop_line, exc,
                           lambda frames, site: _point_state(runtime, loop_frame, loop_line, frames, site,
                                                             roll_back=not preempted))
@@ -312,6 +314,7 @@ def _rescue(runtime, loop_frame, loop_line, exc):
         point.retry, why_not = retry.decide(runtime, job, point.state.loop)
         if why_not:
             point.notes.append(why_not)
+    safepoint.writing()                                         # a preemption's grace waits for the write
     info = _write(runtime, job, point, _manifest_fields(runtime, job, exc, error, point))   # 4. save
     if info is None:
         return _failed(runtime, exc, job, created, point)

@@ -178,6 +178,16 @@ int portal_resume(const ResumeRequest& request) {
         }
         return submit_resume_to_slurm(request, *on, job, record);
     }
+    // SIGTERM (and --preempt-signal) from here on is a request the resumed program
+    // takes at its first iteration start (docs/preemption.md), not the end of the
+    // command while it checks the job.
+    preempt::Settings preemption;
+    if (!request.preempt_signal.empty()) {
+        preemption.signals.push_back(preempt::parse_signal(request.preempt_signal));
+    }
+    if (request.preempt_grace >= 0) preemption.grace_seconds = request.preempt_grace;
+    preempt::configure(preemption);
+    preempt::hold_until_supervised();
     if (!machine_fits(request, job.id)) {
         return kRefused;
     }
@@ -239,13 +249,8 @@ int portal_resume(const ResumeRequest& request) {
     // The program ran only if the restore marked the job running; a resume refused
     // before that (a source changed, a damaged checkpoint) leaves the job
     // suspended, intact, to be resumed once the cause is fixed (JobRun::finish).
-    // SIGTERM (and --preempt-signal) suspend the resumed program at a safe point.
-    preempt::Settings preemption;
-    if (!request.preempt_signal.empty()) {
-        preemption.signals.push_back(preempt::parse_signal(request.preempt_signal));
-    }
-    if (request.preempt_grace >= 0) preemption.grace_seconds = request.preempt_grace;
-    preempt::configure(preemption);
+    // SIGTERM (and --preempt-signal) suspend the resumed program at a safe point
+    // (configured above).
     // Retries (--policy oom.action=retry) resume it again at once (job_run.hpp).
     const auto argv = resume_argv(job.dir.string(), *installation);
     const int code = run->run_to_end(argv, tripwire::memory_cap(requested), true, argv);

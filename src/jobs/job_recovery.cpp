@@ -62,10 +62,14 @@ std::optional<Recovery> recovered_checkpoint(const Job& job, const nlohmann::jso
         if (created == manifest.end() || !created->is_string()) return std::nullopt;
         const std::time_t made = parse_utc_iso(created->get<std::string>());
         if (made < 0) return std::nullopt;
-        // Newer than the last suspension the record knows (to the second, as it
-        // keeps them): a checkpoint the record never heard of.
+        // A failed job: only a checkpoint newer than the last suspension the record
+        // knows (to the second, as it keeps them), one the record never heard of
+        // (a program that failed after a resume has ended: its last checkpoint is
+        // not resumed).  A lost job (its supervisor and program were killed, the
+        // machine restarted) is judged from its checkpoint alone: the one a resume
+        // started from stays the job's until a newer one is committed.
         const auto last = record.find("suspended_at");
-        if (last != record.end() && last->is_string()) {
+        if (effective_state == "failed" && last != record.end() && last->is_string()) {
             const std::time_t recorded = parse_utc_iso(last->get<std::string>());
             if (recorded >= 0 && made <= recorded) return std::nullopt;
         }

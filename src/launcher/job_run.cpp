@@ -1,12 +1,14 @@
 // job_run.cpp: see include/portal/job_run.hpp.
 #include "portal/job_run.hpp"
 
+#include <csignal>
 #include <cstdlib>
 #include <ctime>
 #include <filesystem>
 #include <unistd.h>
 
 #include "portal/exit_status.hpp"
+#include "portal/job_recovery.hpp"
 #include "portal/log.hpp"
 #include "portal/preempt.hpp"
 #include "portal/supervisor.hpp"
@@ -119,7 +121,10 @@ int JobRun::supervise(const std::vector<std::string>& argv, std::optional<std::u
         preempt::configure(off);
     }
     const int code = portal::supervise(argv, data_limit, tee(), bootstrapped ? lock_.fd() : -1,
-                                       [this](pid_t pid) { lock_.name_program(pid); });
+                                       [this](pid_t pid) {
+                                           program_pid_ = pid;
+                                           lock_.name_program(pid);
+                                       });
     preempt::configure(settings);
     return code;
 }
@@ -146,18 +151,48 @@ int JobRun::run_to_end(const std::vector<std::string>& argv, std::optional<std::
     return code;
 }
 
-nlohmann::json JobRun::finish(int exit_code) {
+void JobRun::remove_writer_leftovers() const {
+    if (program_pid_ <= 0) return;
+    // checkpoint.py's names: .checkpoint.tmp-PID-XXXX (mkdtemp), .checkpoint.link-PID.
+    const std::string tmp = ".checkpoint.tmp-" + std::to_string(program_pid_) + "-";
+    const std::string link = ".checkpoint.link-" + std::to_string(program_pid_);
+    std::error_code ec;
+    for (const auto& entry : fs::directory_iterator(job_.dir, ec)) {
+        const std::string name = entry.path().filename().string();
+        if (name.rfind(tmp, 0) == 0 || name == link) {
+            std::error_code ignored;
+            fs::remove_all(entry.path(), ignored);  // a link itself, never what it names
+        }
+    }
+}
+
+nlohmann::json JobRun::finish(int& exit_code) {
     unsetenv("PORTAL_JOB_DIR");
+    // The program has ended (its lock with it): what its writer left is nobody's.
+    remove_writer_leftovers();
+    const bool killed = portal::program_signal() == SIGKILL && exit_code == kSignalExitBase + SIGKILL;
     nlohmann::json retry;
+    std::string note;
+    bool suspended_then_killed = false;
     try {
         job_.modify_record([&](nlohmann::json& r) {
+            note.clear();
             const std::string state = r.value("state", "unknown");
             nlohmann::json& entry = r["runs"][run_index_];
             entry["ended"] = utc_iso(std::time(nullptr));
             entry["exit_status"] = exit_code;
             std::string outcome;
-            if (exit_code == kSuspendedExit && state == "suspended" && r.contains("suspended_at") &&
-                r["suspended_at"] >= entry.value("started", std::string())) {
+            const bool suspended_now = state == "suspended" && r.contains("suspended_at") &&
+                                       r["suspended_at"] >= entry.value("started", std::string());
+            suspended_then_killed = killed && suspended_now;
+            if (suspended_then_killed) {
+                // Killed between its suspension's record and its exit: the checkpoint
+                // was committed before the record said so.
+                entry["exit_status"] = kSuspendedExit;
+                note = "the program was killed (SIGKILL) after its suspension was recorded; its checkpoint is "
+                       "committed: portal resume " + job_.id;
+            }
+            if ((exit_code == kSuspendedExit || killed) && suspended_now) {
                 outcome = "suspended";
                 for (const char* key : {"error", "error_at", "loop", "iteration", "checkpoint_bytes", "expires_at",
                                         "reason"}) {
@@ -176,9 +211,17 @@ nlohmann::json JobRun::finish(int exit_code) {
                 outcome = "refused";  // the restore refused before the program ran: still suspended
             } else {
                 outcome = exit_code == 0 ? "completed" : "failed";
-                r["state"] = outcome;
-                r["exit_status"] = exit_code;
-                r["ended"] = entry["ended"];
+                // Killed while it ran on from a checkpoint: the job goes back to it.
+                const auto recovery = killed ? recovered_checkpoint(job_, r, "lost") : std::nullopt;
+                if (recovery) {
+                    apply_recovery(r, *recovery);
+                    note = "the job stays suspended at its checkpoint of " + recovery->created +
+                           ", which is intact: portal resume " + job_.id;
+                } else {
+                    r["state"] = outcome;
+                    r["exit_status"] = exit_code;
+                    r["ended"] = entry["ended"];
+                }
             }
             entry["outcome"] = outcome;
         });
@@ -186,6 +229,8 @@ nlohmann::json JobRun::finish(int exit_code) {
         log::say("job", e.what());
         return nullptr;
     }
+    if (!note.empty()) log::say("job", note);
+    if (suspended_then_killed) exit_code = kSuspendedExit;
     return retry;
 }
 

@@ -84,6 +84,7 @@ std::vector<int> handled_signals() {
         }
         out.push_back(preempt::request_signal());
         out.push_back(tripwire::memory_signal());   // the rescue's request for room
+        out.push_back(preempt::writing_signal());   // the checkpoint is being written
     }
     return out;
 }
@@ -197,8 +198,10 @@ std::uint64_t capped_data_limit(std::uint64_t cap) {
         // The bootstrap takes its request signal from here (safepoint.py) and
         // removes the variable before the program starts.
         setenv(preempt::kSignalVariable, std::to_string(preempt::request_signal()).c_str(), 1);
+        setenv(preempt::kWritingVariable, std::to_string(preempt::writing_signal()).c_str(), 1);
     } else {
         unsetenv(preempt::kSignalVariable);
+        unsetenv(preempt::kWritingVariable);
     }
     // The memory tripwire's request (memory_watch.hpp), taken by the bootstrap
     // (safepoint.py), which removes both variables before the program starts;
@@ -317,7 +320,7 @@ bool wait_while_copying(pid_t pid, OutputTee& tee, int* status) {
 int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t> data_limit, OutputTee* tee,
               int job_lock_fd, const std::function<void(pid_t)>& started) {
     g_program_signal = 0;
-    preempt::reset();
+    preempt::next_child();
     std::cout.flush();
     std::cerr.flush();
     if (tee != nullptr && !tee->kept()) {
@@ -375,6 +378,8 @@ int supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t>
     }
     return outcome.exit_code;
 }
+
+int program_signal() { return g_program_signal; }
 
 int end_as_the_program_did(int exit_code) {
     const int signo = g_program_signal;

@@ -6,6 +6,7 @@ or after its last: the run then simply finishes); the grace, after which the
 program gets the signal as under python; a second signal during the write."""
 import os
 import random
+import re
 import signal
 import subprocess
 import time
@@ -63,7 +64,9 @@ def test_sigterm_at_random_moments_then_resume_is_bit_for_bit(work):
         outputs = [out]
         while code == SUSPENDED:
             suspensions += 1
-            assert b"portal: suspended: preempted (portal-run was sent its preemption signal)" in err, err
+            # portal-run's, or a resume's (taken at once when it came during the restore)
+            assert re.search(rb"^portal: suspended: preempted \((portal-run|portal resume) was sent its "
+                             rb"preemption signal\)", err, re.M), err
             assert b"that iteration had not started yet" in err
             assert b"will differ" not in err      # nothing of that iteration ran
             job = only_job(work)
@@ -132,3 +135,65 @@ def test_a_second_signal_during_the_write_changes_nothing(work):
     resumed = portal(work, "resume", job)
     assert resumed.returncode == 0, resumed.stderr.decode()
     assert out + resumed.stdout == expected.stdout
+
+
+def test_the_grace_stops_once_the_checkpoint_is_being_written(work):
+    # A state that takes far longer than the grace to write: the program reached its
+    # safe point within the grace, and from then on only a write that stops making
+    # progress is cut short (docs/preemption.md).
+    size = str(400 << 20)
+    expected = python(work, "big_state.py", size, "numbered")
+    proc = subprocess.Popen([PORTAL_RUN, "--preempt-grace", "1", "big_state.py", size, "numbered"], cwd=work,
+                            env=env_for(work), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        out = read_until(proc.stdout.fileno(), b"ready\n", time.monotonic() + TIMEOUT, "big_state.py")
+        time.sleep(0.3)
+        signalled_at = time.monotonic()
+        proc.send_signal(signal.SIGTERM)
+        rest, err = proc.communicate(timeout=TIMEOUT)
+        took = time.monotonic() - signalled_at
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    out += rest
+    code = proc.returncode
+    assert code == SUSPENDED, err.decode()
+    # a safe point comes within 0.05 s: the rest is the write, longer than the grace
+    assert took > 1, f"the suspension took {took:.2f} s: too little to test the grace"
+    assert b"no loop iteration started within the grace" not in err, err
+    job = only_job(work)
+    jobdir = work.parent / "home" / "jobs" / job
+    names = sorted(p.name for p in jobdir.iterdir() if p.name.startswith(("checkpoint", ".")))
+    assert names == ["checkpoint", os.readlink(jobdir / "checkpoint")], names   # no temporary directory
+    resumed = portal(work, "resume", job)
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert out + resumed.stdout == expected.stdout
+
+
+def test_sigterm_during_the_restore_is_taken_at_the_first_iteration(work):
+    # 300 MiB to read back: SIGTERM 50-800 ms after `portal resume` starts comes
+    # while the interpreter starts or restores (or, late, in the first iterations);
+    # it is held and taken at the first iteration start, never lost.
+    expected = python(work, "big_state.py")
+    code, out, err = signalled([PORTAL_RUN, "big_state.py"], work, 0.3, after_ready=True)
+    assert code == SUSPENDED, err.decode()
+    job = only_job(work)
+    outputs = [out]
+    rng = random.Random(SEED)
+    at_once = 0
+    for delay in sorted(rng.uniform(0.05, 0.8) for _ in range(4)):
+        before = record(work, job)["iteration"]
+        code, out, err = signalled([PORTAL, "resume", job], work, delay)
+        assert code == SUSPENDED, (delay, err.decode())
+        assert b"portal: suspended: preempted" in err, err
+        rec = record(work, job)
+        assert rec["reason"] == "preempted"
+        # the iterations it ran, each printed: none when the signal came before the first
+        assert rec["iteration"] - before == out.count(b"iteration "), (delay, out)
+        at_once += rec["iteration"] == before
+        outputs.append(out)
+    assert at_once >= 1, "no signal came during a restore: the delays are too long"
+    resumed = portal(work, "resume", job)
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert b"".join(outputs) + resumed.stdout == expected.stdout

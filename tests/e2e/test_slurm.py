@@ -354,3 +354,72 @@ def test_requeue_outside_a_slurm_job_runs_the_program_as_without_it(bare_store):
                         b"the program runs as without --requeue\n")
     (job,) = bare_store.ids()
     assert "slurm" not in bare_store.record(job)
+
+
+def _kill_processes_of(home: Path):
+    """SIGKILL of every process started with PORTAL_HOME=home (a node that fails
+    takes the job's processes with it); the number killed."""
+    marker = b"PORTAL_HOME=" + str(home).encode()
+    killed = 0
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"/proc/{name}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+        except OSError:
+            continue
+        if marker in environ:
+            try:
+                os.kill(int(name), 9)
+                killed += 1
+            except ProcessLookupError:
+                pass
+    return killed
+
+
+def test_a_node_failure_during_a_resumed_run_resumes_from_the_last_checkpoint(store):
+    # Suspended at step 2 (a fake OOM), requeued: the resumed program runs steps
+    # 2..; then the node "fails" (every process of the job SIGKILLed) and the job is
+    # requeued: its next start resumes the same checkpoint, never step 0 again.
+    steps = {"STEPS": "40", "STEP_SLEEP": "0.25"}
+    slurm_job = store.sbatch(requeue_script(), PORTAL_FAKE_OOM=TRAIN_OOM, **steps)
+    store.wait_state(slurm_job, {"FAILED"})  # exit 75: suspended by the fake OOM
+    (job,) = store.ids()
+    store.slurm("scontrol", "requeue", slurm_job)
+    log = store.home / "jobs" / job / "output.log"
+    deadline = time.monotonic() + SLURM_JOB_TIMEOUT
+    while b"step 6 " not in log.read_bytes():      # the resumed run is under way
+        assert time.monotonic() < deadline, (store.work / f"slurm-{slurm_job}.out").read_text()
+        time.sleep(0.1)
+    assert store.record(job)["state"] == "running"
+    # portal resume and its program (which may die of its supervisor's death first)
+    assert _kill_processes_of(store.home) >= 1
+    deadline = time.monotonic() + COMMAND_TIMEOUT
+    while _kill_processes_of(store.home):
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+    deadline = time.monotonic() + COMMAND_TIMEOUT
+    while store.slurm_state(slurm_job) in {"RUNNING", "COMPLETING"}:
+        assert time.monotonic() < deadline
+        time.sleep(POLL)
+    deadline = time.monotonic() + COMMAND_TIMEOUT
+    while True:   # once the killed processes have let go of the job's lock
+        shown = store.portal("show", job).stdout.decode()
+        if re.search(r"^state +suspended \(recovered from its checkpoint\)", shown, re.M):
+            break
+        assert time.monotonic() < deadline and re.search(r"^state +running", shown, re.M), shown
+        time.sleep(POLL)
+    store.slurm("scontrol", "requeue", slurm_job, check=False)   # already requeued by a failed node: fine
+    store.wait_state(slurm_job, {"COMPLETED"})
+    out = (store.work / f"slurm-{slurm_job}.out").read_text()
+    assert "starts anew" not in out, out
+    assert store.ids() == [job]
+    record = store.record(job)
+    assert record["state"] == "completed"
+    kinds = [(r["kind"], r.get("outcome")) for r in record["runs"]]
+    assert kinds[0] == ("run", "suspended") and kinds[-1] == ("resume", "completed"), kinds
+    # the last run went on from the checkpoint (step 2), to python's result
+    last = store.portal("logs", job, "--run", str(len(record["runs"]))).stdout
+    expected = store.python_output(**steps)
+    assert without_reports(last) == expected[expected.index(b"step 2 "):]

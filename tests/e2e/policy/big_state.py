@@ -5,7 +5,12 @@ import sys
 import time
 
 STATE_BYTES = int(sys.argv[1]) if len(sys.argv) > 1 else 300 << 20
-state = bytearray(STATE_BYTES)
+if len(sys.argv) > 2 and sys.argv[2] == "numbered":
+    # every 8 bytes a different number: nothing for the writer to skip (zeros) or share
+    import numpy
+    state = bytearray(numpy.arange(STATE_BYTES // 8, dtype=numpy.uint64).tobytes())
+else:
+    state = bytearray(STATE_BYTES)
 print("ready", flush=True)
 for i in range(40):
     state[i * 4096] = i % 251

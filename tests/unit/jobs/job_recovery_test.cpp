@@ -50,6 +50,22 @@ TEST_F(JobRecoveryTest, ALostJobWithANewerCheckpointOfItsOwnIsSuspendedAgain) {
     EXPECT_TRUE(is_recovered(r));
 }
 
+TEST_F(JobRecoveryTest, ALostJobIsJudgedFromItsCheckpointWhateverItsAge) {
+    // A resume marked the job running, then its supervisor and program were killed:
+    // the checkpoint it started from (the one the record knows) is still the job's.
+    job.write_record({{"state", "running"}, {"suspended_at", "2026-11-30T11:00:05Z"}});
+    commit(1, job.id, "2026-11-30T11:00:00.900Z");
+    const auto recovery = recovered_checkpoint(job, job.read_record(), "lost");
+    ASSERT_TRUE(recovery);
+    EXPECT_EQ(recovery->generation, "checkpoint.1");
+    EXPECT_TRUE(repair_job(job));
+    EXPECT_EQ(job.read_record()["state"], "suspended");
+    // ... but not another job's, nor one a failed program left behind.
+    job.write_record({{"state", "running"}});
+    commit(2, "other-aaaaaa", "2026-11-30T12:00:00Z");
+    EXPECT_FALSE(recovered_checkpoint(job, job.read_record(), "lost"));
+}
+
 TEST_F(JobRecoveryTest, AnOlderCheckpointAnotherJobsOrAPlantedLinkRecoverNothing) {
     job.write_record({{"state", "failed"}, {"suspended_at", "2026-11-30T11:00:00Z"}});
     commit(1, job.id, "2026-11-30T11:00:00.900Z");  // the suspension the record knows (same second)

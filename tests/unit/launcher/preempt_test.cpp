@@ -35,6 +35,8 @@ TEST(Preempt, OnlyItsSignalsArePreemptionsAndASecondOneChangesNothing) {
     EXPECT_TRUE(pending());
     EXPECT_TRUE(note_signal(SIGTERM, 1, child));    // taken, nothing more to do
     EXPECT_TRUE(pending());
+    next_child();   // a request that came before the child is its to take
+    EXPECT_TRUE(pending());
     reset();
     EXPECT_FALSE(pending());
     Settings off;
