@@ -1,6 +1,7 @@
 """scripts/lane.sh and scripts/test.sh with the fakes of conftest.py: usage
 errors, a lane whose archive gives no root is skipped (status 3) and does not fail
-CI, a configure failure names CMake's error and the project file, each lane ends
+CI, a lane sets up and builds through scripts/setup.sh, a configure failure names
+CMake's error and the project file, each lane ends
 with CTest's summary line, the source is mounted read-only and every mount is
 undone; CI fails when a lane fails."""
 import os
@@ -77,6 +78,14 @@ def test_lane_ends_with_ctests_summary_line(fake, mode, status, summary):
     assert r.returncode == status, r.stdout + r.stderr
     assert r.stdout.splitlines()[-1].startswith(f"lane trixie: {summary} [")
     calls = fake.calls()
+    # The lane sets up and builds through the README's scripts/setup.sh, as the root's
+    # packages were installed (the same groups left out), into its own build directory.
+    setup = [c for c in calls if c.startswith("chroot ") and "/portal-src/scripts/setup.sh" in c]
+    assert len(setup) == 1, calls
+    for part in ("BUILD_DIR=/portal-build ", "PREFIX=/portal-build/prefix ",
+                 "PORTAL_SETUP_WITHOUT='slurm lanes' "):
+        assert part in setup[0]
+    assert any("--packages-only" in c and "PORTAL_SETUP_WITHOUT=slurm lanes" in c for c in calls)
     # Source read-only, the lane's build dir and a private /tmp mounted, all unmounted.
     root = fake.roots / "trixie"
     assert any(c.startswith("mount -o remount,bind,ro") and c.endswith(f"{root}/portal-src")
