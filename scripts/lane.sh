@@ -199,7 +199,9 @@ if ! in_lane "BUILD_DIR=$BUILD_IN_ROOT PREFIX=$BUILD_IN_ROOT/prefix JOBS=$JOBS P
   elif grep -q '^portal: setup: building in ' "$log" && ! grep -q '^portal: setup: installing into ' "$log"; then
     finish "$STATUS_FAILED" "failed at build: $(grep -m 1 -E 'error:|Error [0-9]+' "$log" || echo 'see above')"
   fi
-  finish "$STATUS_FAILED" "failed at setup: $(grep -E '^(E: |portal: setup: )' "$log" | tail -n 1 || echo 'see above')"
+  why=$(grep -E '^E: ' "$log" | tail -n 1 || true)
+  [ -n "$why" ] || why=$(grep -E '^portal: setup: ' "$log" | tail -n 1 || true)
+  finish "$STATUS_FAILED" "failed at setup: ${why:-see above}"
 fi
 
 if [ -n "$bench" ]; then

@@ -40,6 +40,11 @@ FAKES = {
             FAKE_DPKG="$dir/installed" PORTAL_SETUP_POLICY_RC="$dir/usr/sbin/policy-rc.d" \
               exec bash "$dir/root/.portal-setup.sh" --packages-only ;;
           *"scripts/setup.sh"*)
+            if [ "${FAKE_LANE:-}" = setup-fails ]; then
+              echo "portal: setup: installing libpython3.13-testsuite"
+              echo "E: Unable to locate package libpython3.13-testsuite" >&2
+              echo "portal: setup: apt-get install failed (status 100): see its messages above" >&2; exit 1
+            fi
             if [ "${FAKE_LANE:-}" = configure-fails ]; then
               echo "portal: setup: building in /portal-build"; cat "$FAKE_CMAKE_ERROR"; exit 1
             fi

@@ -69,6 +69,15 @@ def test_lane_that_cannot_configure_fails_naming_cmakes_error_and_where(fake, tm
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a Debian-root lane runs as root (chroot, mounts)")
+def test_lane_whose_setup_cannot_install_fails_with_apts_reason(fake):
+    r = fake(LANE, "trixie", FAKE_LANE="setup-fails")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1].startswith(
+        "lane trixie: failed at setup: E: Unable to locate package libpython3.13-testsuite ["), r.stdout
+    assert fake.calls("chroot") and not Path(str(fake.log) + ".ctest").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a Debian-root lane runs as root (chroot, mounts)")
 @pytest.mark.parametrize("mode, status, summary", [
     ("tests-fail", 1, "95% tests passed, 1 tests failed out of 20: e2e.training"),
     ("pass", 0, "100% tests passed, 0 tests failed out of 20"),
