@@ -3,20 +3,24 @@
 # ...) with what building and testing Portal needs, at
 # ${PORTAL_ROOTS:-/var/cache/portal-roots}/SUITE, for scripts/lane.sh.
 #
+# - Its packages are those scripts/setup.sh chooses for the suite's release: a copy
+#   of it runs in the root with --packages-only (less the groups of
+#   ROOT_SETUP_WITHOUT, scripts/lib/root-mounts.sh).
 # - Reused when it exists and is complete: a stamp file, written last, holds the
-#   hash of the package list; a root whose stamp is missing (built by hand) or
-#   names another list is topped up in place with apt (what it has is kept).
+#   hash of what made it (setup.sh, the archive, the extra packages); a root whose
+#   stamp is missing (built by hand) or names another hash is topped up in place
+#   with apt (what it has is kept).
 # - Built atomically otherwise: debootstrap --variant=minbase into SUITE.tmp, apt
 #   inside it, stamp, rename to SUITE.  A leftover SUITE.tmp is discarded.
 # - When Debian's archive itself cannot give a working root (debootstrap or apt
 #   fails, as in a transition of testing; a stable suite fails instead), it prints one line
 #   `skipped: SUITE: <the archive's error>` on stdout and exits 3, so a caller can
 #   tell it from a failure of Portal's code.  The full log is SUITE.log beside it.
-# Exit status: 0 ready, 1 failure of this script's own, 2 usage, 3 skipped.
 # - The archive is the one this machine's apt uses: the first `URIs:` of a stanza
 #   of /etc/apt/sources.list.d/*.sources for a Debian suite (bookworm, stable, ...:
 #   not -security, -updates), else the first such `deb` line of
 #   /etc/apt/sources.list and sources.list.d/*.list; PORTAL_DEBIAN_MIRROR overrides.
+# Exit status: 0 ready, 1 failure of this script's own, 2 usage, 3 skipped.
 # Environment: PORTAL_ROOTS, PORTAL_DEBIAN_MIRROR, PORTAL_APT_ETC (where the apt
 # sources are read, default /etc/apt), PORTAL_ROOT_EXTRA_PACKAGES
 # (more packages, space-separated: part of the list and of its hash),
