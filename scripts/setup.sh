@@ -55,19 +55,13 @@ packages=(
   git valgrind
 )
 # Groups that PORTAL_SETUP_WITHOUT can leave out.
+read -r -a without <<<"${PORTAL_SETUP_WITHOUT:-}"
+wanted() { [[ " ${without[*]} " != *" $1 "* ]]; }
 # slurm: a single-node Slurm for `portal resume --on slurm` and `portal-run --requeue`
 # (tests/e2e/test_slurm.py, scripts/slurm-cluster.sh); no service is started.
-group_slurm=(slurmctld slurmd slurm-client munge)
+if wanted slurm; then packages+=(slurmctld slurmd slurm-client munge); fi
 # lanes: the test lanes in Debian roots (scripts/debian-root.sh, scripts/lane.sh).
-group_lanes=(debootstrap)
-read -r -a without <<<"${PORTAL_SETUP_WITHOUT:-}"
-for group in slurm lanes; do
-  if [[ " ${without[*]} " != *" $group "* ]]; then
-    declare -n members="group_$group"
-    packages+=("${members[@]}")
-    unset -n members
-  fi
-done
+if wanted lanes; then packages+=(debootstrap); fi
 
 say() { echo "portal: setup: $*" >&2; }
 
@@ -92,7 +86,7 @@ ensure() {
   fi
   # Packages such as munge and slurmd would start their services: a policy-rc.d
   # that says no (exit 101) while installing, removed after, only if it is ours.
-  local own_policy_rc= out status=0
+  local own_policy_rc='' out status=0
   if [ ! -e "$policy_rc" ]; then
     as_root sh -c "printf '#!/bin/sh\\nexit 101\\n' > '$policy_rc' && chmod 755 '$policy_rc'"
     own_policy_rc=1
@@ -127,7 +121,7 @@ versioned_packages() {
 
 ensure "${packages[@]}"
 names=$(versioned_packages)
-read -r -a versioned <<<"$(echo $names)"
+mapfile -t versioned <<<"$names"
 ensure "${versioned[@]}"
 [ -n "$updated" ] || say "all Debian packages present (and ${versioned[*]})"
 [ -z "$packages_only" ] || exit 0
