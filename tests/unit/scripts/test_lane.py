@@ -141,3 +141,21 @@ def test_ci_builds_every_root_before_the_first_lane_needs_one(fake):
     assert len(made) == 2 and "forky" in calls[made[1]], calls
     assert suites and made[1] < suites[0], calls
     assert r.stdout.splitlines()[-1].startswith("lanes: 2 passed, 0 failed")
+
+
+@pytest.mark.parametrize("tests, demo, status", [(0, 0, 0), (1, 0, 1), (0, 1, 1), (1, 1, 1)])
+def test_ci_runs_the_readmes_test_command_then_its_main_command(tmp_path, tests, demo, status):
+    # .ci/run in a checkout whose scripts/test.sh and scripts/demo.sh only say they ran:
+    # both always run, in that order, and CI fails if either failed.
+    import shutil
+    import subprocess
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(REPO / ".ci" / "run", tmp_path / ".ci" / "run")
+    ran = tmp_path / "ran"
+    for name, code in (("test.sh", tests), ("demo.sh", demo)):
+        (tmp_path / "scripts" / name).write_text(f'echo {name} >>"{ran}"; exit {code}\n')
+    r = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == status, r.stdout + r.stderr
+    assert ran.read_text().split() == ["test.sh", "demo.sh"]
+    assert r.stdout.splitlines()[-1].startswith("demo: passed in " if demo == 0 else "demo: FAILED (status 1) in ")
