@@ -1,10 +1,12 @@
 """A small training loop whose memory grows: a linear model fitted by gradient
-descent with numpy, where each step also needs a workspace larger than the last
-(as when batches or sequences grow during training).
+descent with numpy, where each step also needs a workspace twice the size of the
+last (as when a curriculum doubles the sequence length each step), filled before
+use.
 
 Runs the same under `python3` and `portal-run`.  It is the script the README's
-main command runs under `portal-run --mem 2G`, where step 14's workspace no
-longer fits: the job is suspended, and `portal resume JOB --mem 4` finishes it.
+main command runs under `portal-run --mem 2G`, where step 8's 2 GiB workspace no
+longer fits: the job is suspended at that step's start, and
+`portal resume JOB --mem 4` finishes it.
 """
 import argparse
 
@@ -22,25 +24,25 @@ def make_data(rng, n=256, dim=8):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--steps", type=int, default=8)
     parser.add_argument("--lr", type=float, default=0.1)
-    parser.add_argument("--workspace-mib", type=int, default=128,
-                        help="workspace per step, times the step's number")
+    parser.add_argument("--workspace-mib", type=int, default=16,
+                        help="the first step's workspace; each step's is twice the last")
     args = parser.parse_args()
 
     rng = np.random.default_rng(0)
     x, y = make_data(rng)
     w = np.zeros(x.shape[1])
     for step in range(1, args.steps + 1):
-        # Untouched zero pages: a capped job cannot have them, the machine barely notices.
-        workspace = np.zeros(step * args.workspace_mib * MiB, dtype=np.uint8)
-        workspace[::MiB] = step
+        size_mib = args.workspace_mib << (step - 1)
+        # Written through: the memory is really used.
+        workspace = np.full(size_mib * MiB // 4, step, dtype=np.float32)
         noise = float(workspace[::MiB].mean()) * 1e-4
         del workspace
         grad = 2 * x.T @ (x @ w - y) / len(y) + noise
         w -= args.lr * grad
         loss = float(np.mean((x @ w - y) ** 2))
-        print(f"step {step}: workspace {step * args.workspace_mib} MiB, loss {loss:.6f}")
+        print(f"step {step}: workspace {size_mib} MiB, loss {loss:.6f}")
     print("final weights:", np.round(w, 4).tolist())
 
 

@@ -3,17 +3,26 @@
 # ...) with what building and testing Portal needs, at
 # ${PORTAL_ROOTS:-/var/cache/portal-roots}/SUITE, for scripts/lane.sh.
 #
+# - Its packages are those scripts/setup.sh chooses for the suite's release: a copy
+#   of it runs in the root with --packages-only (less the groups of
+#   ROOT_SETUP_WITHOUT, scripts/lib/root-mounts.sh).
 # - Reused when it exists and is complete: a stamp file, written last, holds the
-#   hash of the package list; a root whose stamp is missing (built by hand) or
-#   names another list is topped up in place with apt (what it has is kept).
+#   hash of what made it (setup.sh, the archive, the extra packages); a root whose
+#   stamp is missing (built by hand) or names another hash is topped up in place
+#   with apt (what it has is kept).
 # - Built atomically otherwise: debootstrap --variant=minbase into SUITE.tmp, apt
 #   inside it, stamp, rename to SUITE.  A leftover SUITE.tmp is discarded.
 # - When Debian's archive itself cannot give a working root (debootstrap or apt
 #   fails, as in a transition of testing; a stable suite fails instead), it prints one line
 #   `skipped: SUITE: <the archive's error>` on stdout and exits 3, so a caller can
 #   tell it from a failure of Portal's code.  The full log is SUITE.log beside it.
+# - The archive is the one this machine's apt uses: the first `URIs:` of a stanza
+#   of /etc/apt/sources.list.d/*.sources for a Debian suite (bookworm, stable, ...:
+#   not -security, -updates), else the first such `deb` line of
+#   /etc/apt/sources.list and sources.list.d/*.list; PORTAL_DEBIAN_MIRROR overrides.
 # Exit status: 0 ready, 1 failure of this script's own, 2 usage, 3 skipped.
-# Environment: PORTAL_ROOTS, PORTAL_DEBIAN_MIRROR, PORTAL_ROOT_EXTRA_PACKAGES
+# Environment: PORTAL_ROOTS, PORTAL_DEBIAN_MIRROR, PORTAL_APT_ETC (where the apt
+# sources are read, default /etc/apt), PORTAL_ROOT_EXTRA_PACKAGES
 # (more packages, space-separated: part of the list and of its hash),
 # PORTAL_ROOT_ANY_SUITE=1 (a suite other than bookworm, trixie, forky, sid).
 set -euo pipefail
@@ -34,30 +43,15 @@ readonly ROOT_FORMAT=1
 readonly LOCK_WAIT_S=3600
 readonly DEBOOTSTRAP_SCRIPTS=/usr/share/debootstrap/scripts
 
-# What building and testing Portal needs in the root (scripts/setup.sh's list, under
-# the names every suite has; the version-named ones follow below).
-packages=(
-  # toolchain
-  g++ make cmake pkg-config
-  # the libFuzzer target of the record reader (tests/fuzz)
-  clang libclang-rt-dev
-  # the interpreter and its headers, venvs for the interpreter tests
-  python3 python3-dev python3-venv
-  # what the programs, tests and examples use
-  python3-numpy python3-torch python3-pytest python3-tqdm
-  # torch.compile's inductor backend compiles its kernels: cpp_extension, ATen's headers
-  python3-setuptools libtorch-dev
-  # C++ libraries
-  pybind11-dev libcli11-dev nlohmann-json3-dev libspdlog-dev libfmt-dev libgtest-dev libgmock-dev
-  # the e2e `users` fixture (useradd, setpriv), locks (flock)
-  passwd util-linux
-  # the benches name the checkout's commit (bench/checkpoint_io.py needs git to run);
-  # bench/overhead_instructions.py counts instructions under cachegrind
-  git valgrind
-)
-# Named after the root's python3 version X.Y (known once python3 is in): CPython's
-# own test suite, for test_sys_settrace run instrumented (e2e.compat).
-python_packages=(libpython@PYVER@-testsuite)
+# What building and testing Portal needs in the root is what scripts/setup.sh
+# installs on the root's release (run there with --packages-only; lane.sh then runs
+# the whole of it in the root: a user's path), less ROOT_SETUP_WITHOUT.
+setup_script=$here/scripts/setup.sh
+readonly SETUP_IN_ROOT=/root/.portal-setup.sh
+# Debian's suite names and aliases: a stanza of the machine's apt sources for one
+# of them is Debian's archive (not its security archive, updates or backports,
+# nor another vendor's repository).
+readonly DEBIAN_SUITES="buster bullseye bookworm trixie forky duke sid oldoldstable oldstable stable testing unstable"
 # Suites whose Release file may be past its Valid-Until date on the mirror.
 rolling_suites=" forky testing sid unstable "
 
@@ -77,15 +71,71 @@ if [[ $known_suites != *" $suite "* ]] && [ "${PORTAL_ROOT_ANY_SUITE:-}" != 1 ];
   exit "$STATUS_USAGE"
 fi
 roots=${PORTAL_ROOTS:-/var/cache/portal-roots}
-mirror=${PORTAL_DEBIAN_MIRROR:-http://deb.debian.org/debian}
+
+# machine_archive: the Debian archive of this machine's apt sources (see above), or
+# nothing.  deb822 stanzas first (blank-line separated; `#` lines are comments,
+# lines that start with a blank continue a field), then one-line `deb` entries.
+machine_archive() {
+  local etc=${PORTAL_APT_ETC:-/etc/apt} found
+  local sources=() lists=() f
+  for f in "$etc"/sources.list.d/*.sources; do [ -f "$f" ] && sources+=("$f"); done
+  for f in "$etc/sources.list" "$etc"/sources.list.d/*.list; do [ -f "$f" ] && lists+=("$f"); done
+  if [ ${#sources[@]} -gt 0 ]; then
+    found=$(awk -v suites=" $DEBIAN_SUITES " '
+      function usable(uri) { return uri ~ /^(https?|ftp|file):/ }
+      function flush(   n, i, list, uri) {
+        if (!found && types ~ /(^|[ \t])deb([ \t]|$)/ && tolower(enabled) != "no") {
+          n = split(suite_list, list, /[ \t]+/)
+          for (i = 1; i <= n; i++) if (list[i] != "" && index(suites, " " list[i] " ")) break
+          if (i <= n) {
+            n = split(uris, list, /[ \t]+/)
+            for (i = 1; i <= n; i++) if (usable(list[i])) { uri = list[i]; break }
+            if (uri != "") { found = 1; sub(/\/+$/, "", uri); print uri }
+          }
+        }
+        types = uris = suite_list = enabled = field = ""
+      }
+      function set(name, value) {
+        if (name == "types") types = types " " value
+        else if (name == "uris") uris = uris " " value
+        else if (name == "suites") suite_list = suite_list " " value
+        else if (name == "enabled") enabled = value
+      }
+      FNR == 1 { flush() }
+      /^[ \t]*#/ { next }
+      /^[ \t]*$/ { flush(); next }
+      /^[ \t]/ { v = $0; gsub(/^[ \t]+|[ \t]+$/, "", v); set(field, v); next }
+      { i = index($0, ":"); if (!i) next
+        field = tolower(substr($0, 1, i - 1)); v = substr($0, i + 1)
+        gsub(/^[ \t]+|[ \t]+$/, "", v); set(field, v) }
+      END { flush() }
+    ' "${sources[@]}")
+    if [ -n "$found" ]; then echo "$found"; return; fi
+  fi
+  [ ${#lists[@]} -gt 0 ] || return 0
+  awk -v suites=" $DEBIAN_SUITES " '
+    /^[ \t]*deb[ \t]/ {
+      line = $0; sub(/#.*/, "", line); gsub(/\[[^]]*\]/, " ", line)
+      n = split(line, f, /[ \t]+/)
+      for (i = 1; i <= n && f[i] != "deb"; i++) ;
+      uri = f[i + 1]; suite = f[i + 2]
+      if (uri ~ /^(https?|ftp|file):/ && index(suites, " " suite " ")) { sub(/\/+$/, "", uri); print uri; exit }
+    }
+  ' "${lists[@]}"
+}
+
+mirror=${PORTAL_DEBIAN_MIRROR:-$(machine_archive)}
+if [ -z "$mirror" ]; then
+  echo "portal: root: $suite: no Debian archive in this machine's apt sources (${PORTAL_APT_ETC:-/etc/apt}/sources.list.d/*.sources, sources.list): set PORTAL_DEBIAN_MIRROR to the archive to build roots from" >&2
+  exit "$STATUS_FAILED"
+fi
 read -r -a extra <<<"${PORTAL_ROOT_EXTRA_PACKAGES:-}"
-packages+=("${extra[@]}")
 root=$roots/$suite
 tmp=$root.tmp
 log=$root.log
 
-list_hash=$(printf '%s\n' "format=$ROOT_FORMAT" "suite=$suite" "mirror=$mirror" \
-  "${packages[@]}" "${python_packages[@]}" | sha256sum | cut -d' ' -f1)
+list_hash=$( { printf '%s\n' "format=$ROOT_FORMAT" "suite=$suite" "mirror=$mirror" \
+  "without=$ROOT_SETUP_WITHOUT" "${extra[@]}"; cat "$setup_script"; } | sha256sum | cut -d' ' -f1)
 stamp_line="portal-root suite=$suite packages=$list_hash"
 
 root_private_namespace "${BASH_SOURCE[0]}" "$@"
@@ -139,7 +189,7 @@ in_root() { # DIR CMD...: run CMD in the root DIR, output to the log
 
 # install DIR: configure apt in the root DIR and install the package lists.
 install_packages() {
-  local dir=$1 pyver p
+  local dir=$1
   cp /etc/resolv.conf "$dir/etc/resolv.conf" 2>/dev/null || true
   if [[ $rolling_suites == *" $suite "* ]]; then
     echo 'Acquire::Check-Valid-Until "false";' >"$dir/etc/apt/apt.conf.d/99portal-valid-until"
@@ -153,12 +203,14 @@ install_packages() {
   fi
   root_mount "$dir" proc
   in_root "$dir" apt-get update -q || skip "apt-get update"
-  in_root "$dir" apt-get install -y -q --no-install-recommends "${packages[@]}" || skip "apt-get install"
-  pyver=$(chroot "$dir" /usr/bin/python3 -c 'import sys; print("%d.%d" % sys.version_info[:2])' 2>>"$log") \
-    || skip "python3 does not run"
-  local named=()
-  for p in "${python_packages[@]}"; do named+=("${p//@PYVER@/$pyver}"); done
-  in_root "$dir" apt-get install -y -q --no-install-recommends "${named[@]}" || skip "apt-get install"
+  mkdir -p "$dir${SETUP_IN_ROOT%/*}"
+  cp "$setup_script" "$dir$SETUP_IN_ROOT"
+  in_root "$dir" PORTAL_SETUP_WITHOUT="$ROOT_SETUP_WITHOUT" bash "$SETUP_IN_ROOT" --packages-only \
+    || skip "scripts/setup.sh --packages-only"
+  rm -f "$dir$SETUP_IN_ROOT"
+  if [ ${#extra[@]} -gt 0 ]; then
+    in_root "$dir" apt-get install -y -q --no-install-recommends "${extra[@]}" || skip "apt-get install"
+  fi
   in_root "$dir" apt-get clean || true
   if [ -n "$own_policy" ]; then rm -f "$dir/usr/sbin/policy-rc.d"; fi
   root_unmount_all

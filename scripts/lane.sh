@@ -5,9 +5,11 @@
 #            $BUILD_DIR, default build/, install), then CTest there;
 #   SUITE    a Debian root (trixie, forky, ...) that scripts/debian-root.sh builds
 #            or reuses: the source tree is bind-mounted read-only at /portal-src
-#            inside it, Portal is built there with the root's own toolchain and its
-#            /usr/bin/python3 (PORTAL_PYTHON) into a build directory of the lane's
-#            own, outside the tree, and tested there; proc, /dev, a fresh /dev/shm,
+#            inside it, scripts/setup.sh runs there (the root's packages, which
+#            debian-root.sh installed with it; the build with the root's own
+#            toolchain and its /usr/bin/python3 (PORTAL_PYTHON) into a build
+#            directory of the lane's own, outside the tree; the install into
+#            that directory's prefix/), and the suite is tested there; proc, /dev, a fresh /dev/shm,
 #            /sys (read-only) and a private /tmp are mounted in a mount namespace
 #            of this script's own and unmounted on exit.
 # --bench runs bench/overhead.py and bench/checkpoint_io.py in the lane instead of
@@ -185,13 +187,21 @@ in_lane() {
     PYTEST_ADDOPTS="${PYTEST_ADDOPTS:-}" /bin/bash -c "$1"
 }
 
-echo "portal: lane: $lane: $(in_lane "$ROOT_PYTHON --version" 2>&1), building $SRC_IN_ROOT in $build" >&2
+echo "portal: lane: $lane: $(in_lane "$ROOT_PYTHON --version" 2>&1), scripts/setup.sh: building $SRC_IN_ROOT in $build" >&2
 : >"$log"
-if ! in_lane "cmake -S $SRC_IN_ROOT -B $BUILD_IN_ROOT -DPORTAL_PYTHON=$ROOT_PYTHON" 2>&1 | tee -a "$log"; then
-  finish "$STATUS_FAILED" "failed at configure: $(configure_error "$log")"
-fi
-if ! in_lane "cmake --build $BUILD_IN_ROOT -j $JOBS" 2>&1 | tee -a "$log"; then
-  finish "$STATUS_FAILED" "failed at build: $(grep -m 1 -E 'error:|Error [0-9]+|CMake Error' "$log" || echo 'see above')"
+# The README's set-up, as a user of this release runs it: its packages (present:
+# debian-root.sh installed them with the same script), the build, the install
+# (into the lane's build directory: the root is shared).
+if ! in_lane "BUILD_DIR=$BUILD_IN_ROOT PREFIX=$BUILD_IN_ROOT/prefix JOBS=$JOBS PORTAL_SETUP_WITHOUT='$ROOT_SETUP_WITHOUT' bash $SRC_IN_ROOT/scripts/setup.sh" \
+    2>&1 | tee -a "$log"; then
+  if grep -q '^CMake Error' "$log"; then
+    finish "$STATUS_FAILED" "failed at configure: $(configure_error "$log")"
+  elif grep -q '^portal: setup: building in ' "$log" && ! grep -q '^portal: setup: installing into ' "$log"; then
+    finish "$STATUS_FAILED" "failed at build: $(grep -m 1 -E 'error:|Error [0-9]+' "$log" || echo 'see above')"
+  fi
+  why=$(grep -E '^E: ' "$log" | tail -n 1 || true)
+  [ -n "$why" ] || why=$(grep -E '^portal: setup: ' "$log" | tail -n 1 || true)
+  finish "$STATUS_FAILED" "failed at setup: ${why:-see above}"
 fi
 
 if [ -n "$bench" ]; then

@@ -1,11 +1,17 @@
 # root-mounts.sh: the mounts a Debian root needs to run things in it, sourced by
-# scripts/debian-root.sh and scripts/lane.sh (one helper for one job).
+# scripts/debian-root.sh and scripts/lane.sh (one helper for one job), and what
+# scripts/setup.sh leaves out there.
 #
 # Callers run in a private mount namespace of their own (root_private_namespace
 # re-executes the calling script under `unshare --mount`), so nothing mounted here
 # is ever seen by the host or by anyone else using the same root, and every mount
 # goes away with the namespace even when the script is killed; root_unmount_all
 # (from an EXIT trap) still unmounts them in reverse order for a clean exit.
+
+# What scripts/setup.sh leaves out in a root (PORTAL_SETUP_WITHOUT), the same when
+# debian-root.sh installs the root's packages and when lane.sh sets up and builds
+# there: a Slurm cluster (the lanes skip e2e.slurm) and debootstrap.
+ROOT_SETUP_WITHOUT="slurm lanes"
 
 # The mount points this script mounted, in order.
 ROOT_MOUNTS=()

@@ -26,6 +26,15 @@ from typing import Callable, Dict, List, Optional, Tuple
 import pytest
 
 PYTHON = os.environ.setdefault("PORTAL_PYTHON", "/usr/bin/python3")
+
+# The running user's own job store is never written by the suite: every program the
+# suite runs gets a store of the session's own (base_env, and os.environ for the
+# runs that take the suite's environment as it is), removed at the end, and the
+# session fails if the user's store changed while it ran (pytest_sessionfinish).
+USER_STORE = Path(os.path.abspath(os.environ.get("PORTAL_HOME")
+                                  or os.path.join(os.path.expanduser("~"), ".portal")))
+SUITE_HOME = tempfile.mkdtemp(prefix="portal-e2e-home-")
+os.environ["PORTAL_HOME"] = SUITE_HOME
 CORPUS = Path(__file__).resolve().parent / "compat"
 RUN_TIMEOUT = 60  # seconds for one program run; a hang fails the test, never the suite
 READY = b"ready"
@@ -62,8 +71,49 @@ def base_env(overrides: Optional[Dict[str, str]] = None) -> Dict[str, str]:
            if not k.startswith(("PYTHON", "PORTAL_")) and k != "PYTEST_CURRENT_TEST"}
     env["LC_ALL"] = "C.UTF-8"
     env["PORTAL_PYTHON"] = PYTHON  # the interpreter under test, never PATH's python3
+    env["PORTAL_HOME"] = SUITE_HOME  # never the running user's own store
     env.update(overrides or {})
     return env
+
+
+def _store_snapshot(path: Path) -> Optional[Dict[str, Tuple[int, int, int]]]:
+    """Every entry under a job store, with its type, size and modification time;
+    None when there is no store."""
+    if not os.path.lexists(path):
+        return None
+    entries = {".": (os.lstat(path).st_mode, 0, 0)}
+    for dirpath, dirnames, filenames in os.walk(path):
+        for name in dirnames + filenames:
+            entry = os.path.join(dirpath, name)
+            try:
+                st = os.lstat(entry)
+            except OSError:
+                continue
+            entries[os.path.relpath(entry, path)] = (stat.S_IFMT(st.st_mode), st.st_size, st.st_mtime_ns)
+    return entries
+
+
+_USER_STORE_BEFORE = _store_snapshot(USER_STORE)
+
+
+def pytest_sessionfinish(session, exitstatus):
+    shutil.rmtree(SUITE_HOME, ignore_errors=True)
+    after = _store_snapshot(USER_STORE)
+    if after == _USER_STORE_BEFORE:
+        return
+    before = _USER_STORE_BEFORE or {}
+    changed = sorted(k for k in set(before) | set(after or {}) if before.get(k) != (after or {}).get(k))
+    shown = ", ".join(changed[:10]) + (f" and {len(changed) - 10} more" if len(changed) > 10 else "")
+    message = (f"the suite changed the running user's own job store {USER_STORE} "
+               f"({'created it' if _USER_STORE_BEFORE is None else 'changed: ' + shown}): a test "
+               f"ran Portal with that store instead of the suite's PORTAL_HOME (conftest.base_env)")
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if reporter is not None:
+        reporter.ensure_newline()
+        reporter.write_line(f"FAILED {message}", red=True)
+    else:
+        print(f"FAILED {message}")
+    session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 def store_env(home, **extra) -> Dict[str, str]:
@@ -403,6 +453,9 @@ class User:
         prefix = ["setpriv", f"--reuid={self.uid}", f"--regid={self.gid}", "--clear-groups", "--"]
         env = kwargs.pop("env", None) or base_env()
         env = dict(env, HOME=str(self.home), USER=self.name, LOGNAME=self.name)
+        if env.get("PORTAL_HOME") == SUITE_HOME:
+            # the session's store is the running user's: this user's own is in its home
+            del env["PORTAL_HOME"]
         return subprocess.run(prefix + list(cmd), env=env, timeout=kwargs.pop("timeout", RUN_TIMEOUT),
                               **kwargs)
 

@@ -11,6 +11,7 @@ verdict it gets under python, and the copy must really have been instrumented.
 import re
 import shutil
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
@@ -56,7 +57,8 @@ def run(launcher, workdir: Path, args):
 
 
 @pytest.mark.skipif(not SUITE.exists(), reason=f"{SUITE} is not installed (Debian's "
-                    f"libpython3.11-testsuite package; scripts/setup.sh installs it)")
+                    f"libpython{sys.version_info[0]}.{sys.version_info[1]}-testsuite package; "
+                    f"scripts/setup.sh installs it)")
 @pytest.mark.parametrize("how", ["as_script", "imported"])
 def test_sys_settrace_instrumented(how, portal_run, tmp_path):
     shutil.copy(SUITE, tmp_path / SUITE.name)

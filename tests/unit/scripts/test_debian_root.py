@@ -29,16 +29,21 @@ def test_a_new_root_is_built_in_tmp_stamped_and_renamed(fake):
     assert len(boots) == 1
     args = boots[0].split()
     assert args[1:5] == ["--variant=minbase", "trixie", str(fake.roots / "trixie.tmp"),
-                         "http://deb.debian.org/debian"]
+                         "http://mirror.example/debian"]
     # A suite this debootstrap has no script for is built with sid's.
     if not (DEBOOTSTRAP_SCRIPTS / "trixie").exists():
         assert args[5:] == [str(DEBOOTSTRAP_SCRIPTS / "sid")]
     assert (root / STAMP).read_text().startswith("portal-root suite=trixie packages=")
     assert not (fake.roots / "trixie.tmp").exists()
     pkgs = installed(root)
+    # What scripts/setup.sh chooses for the root's release (a Python 3.13, a torch 2),
+    # without the groups a root leaves out; the copy of setup.sh is gone.
     for p in ("python3-dev", "python3-torch", "libgtest-dev", "passwd", "util-linux",
-              "libpython3.13-testsuite"):
+              "libpython3.13-testsuite", "libtorch-dev", "libclang-rt-dev"):
         assert p in pkgs
+    for p in ("slurmd", "munge", "debootstrap"):
+        assert p not in pkgs
+    assert not (root / "root/.portal-setup.sh").exists()
     # Services never start in the root, and the policy is gone once it is done.
     assert not (root / "usr/sbin/policy-rc.d").exists()
     # Stable suites keep apt's Valid-Until check.
@@ -111,9 +116,9 @@ def test_debootstrap_failing_is_one_skipped_line_and_status_3(fake):
 def test_apt_failing_in_a_new_root_skips_with_the_broken_dependency(fake):
     r = fake(DEBIAN_ROOT, "forky", FAKE_APT_FAIL="1")
     assert r.returncode == STATUS_SKIPPED, r.stderr
-    assert r.stdout == ("skipped: forky: apt-get install: E: Unable to correct problems, you have "
-                        "held broken packages. (python3-torch : Depends: libtorch2.14 but it is "
-                        "not installable)\n")
+    assert r.stdout == ("skipped: forky: scripts/setup.sh --packages-only: E: Unable to correct "
+                        "problems, you have held broken packages. (python3-torch : Depends: "
+                        "libtorch2.14 but it is not installable)\n")
     assert not (fake.roots / "forky").exists() and not (fake.roots / "forky.tmp").exists()
     # Nothing stays mounted: every mount has its umount.
     calls = fake.calls()
@@ -155,7 +160,7 @@ def test_a_stable_suite_that_cannot_be_built_fails_and_is_not_skipped(fake):
     assert not (fake.roots / "trixie").exists() and not (fake.roots / "trixie.tmp").exists()
     r = fake(DEBIAN_ROOT, "trixie", FAKE_APT_FAIL="1")
     assert r.returncode == 1 and r.stdout == ""
-    assert "trixie: apt-get install: E: Unable to correct problems" in r.stderr
+    assert "trixie: scripts/setup.sh --packages-only: E: Unable to correct problems" in r.stderr
 
 
 @pytest.mark.parametrize("args", [[], ["Trixie"], ["../etc"], ["a", "b"]])
@@ -175,3 +180,107 @@ def test_a_misspelt_suite_is_a_usage_error_not_a_skip(fake):
     r = fake(DEBIAN_ROOT, "trixy", PORTAL_ROOT_ANY_SUITE="1")
     assert r.returncode == 0 and (fake.roots / "trixy" / STAMP).exists()
 
+
+
+# --- the archive: the machine's own apt sources --------------------------------------
+
+def debootstrap_mirror(fake):
+    boots = fake.calls("debootstrap")
+    assert len(boots) == 1, boots
+    return boots[0].split()[4]
+
+
+def test_the_archive_is_the_first_debian_stanza_of_the_machines_sources(fake):
+    d = fake.apt_etc / "sources.list.d"
+    (d / "vendor.sources").unlink()
+    # Files are read in name order; stanzas of other archives and disabled ones do not count.
+    (d / "a-security.sources").write_text(
+        "Types: deb\nURIs: http://security.mirror.example/debian-security\n"
+        "Suites: bookworm-security\nComponents: main\n\n"
+        "Types: deb-src\nURIs: http://src.mirror.example/debian\nSuites: bookworm\n")
+    (d / "b-node.sources").write_text(
+        "Types: deb\nURIs: https://node.mirror.example/node_20.x\nSuites: nodistro\nComponents: main\n")
+    (d / "c-debian.sources").write_text(
+        "# the archive of this cloud\n"
+        "Enabled: no\nTypes: deb\nURIs: http://disabled.mirror.example/debian\nSuites: bookworm\n\n"
+        "Types: deb\n"
+        "# http://snapshot.mirror.example/archive/debian/20250520T000000Z\n"
+        "URIs: cdrom:/media/cd\n http://company.mirror.example/debian/\n"
+        "Suites: bookworm bookworm-updates\nComponents: main\n"
+        "Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg\n")
+    # sources.list is read only when no .sources names an archive
+    (fake.apt_etc / "sources.list").write_text("deb http://list.mirror.example/debian bookworm main\n")
+    r = fake(DEBIAN_ROOT, "trixie")
+    assert r.returncode == 0, r.stderr
+    assert debootstrap_mirror(fake) == "http://company.mirror.example/debian"
+
+
+def test_the_archive_is_taken_from_sources_list_without_a_sources_file(fake):
+    (fake.apt_etc / "sources.list.d" / "vendor.sources").unlink()
+    (fake.apt_etc / "sources.list.d" / "cloud-sdk.list").write_text(
+        "deb https://packages.mirror.example/apt cloud-sdk main\n")
+    (fake.apt_etc / "sources.list").write_text(
+        "# deb http://commented.mirror.example/debian bookworm main\n"
+        "deb-src http://src.mirror.example/debian bookworm main\n"
+        "deb http://security.mirror.example/debian-security bookworm-security main\n"
+        "deb [arch=amd64 signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] "
+        "https://list.mirror.example/debian/ stable main contrib\n")
+    r = fake(DEBIAN_ROOT, "forky")
+    assert r.returncode == 0, r.stderr
+    assert debootstrap_mirror(fake) == "https://list.mirror.example/debian"
+
+
+def test_portal_debian_mirror_overrides_the_machines_sources(fake):
+    r = fake(DEBIAN_ROOT, "trixie", PORTAL_DEBIAN_MIRROR="http://override.mirror.example/debian")
+    assert r.returncode == 0, r.stderr
+    assert debootstrap_mirror(fake) == "http://override.mirror.example/debian"
+
+
+def test_no_archive_in_the_machines_sources_is_a_failure_naming_the_setting(fake):
+    (fake.apt_etc / "sources.list.d" / "vendor.sources").write_text(
+        "Types: deb\nURIs: https://node.mirror.example/node_20.x\nSuites: nodistro\n")
+    r = fake(DEBIAN_ROOT, "trixie")
+    assert r.returncode == 1 and r.stdout == ""
+    assert r.stderr.startswith("portal: root: trixie: no Debian archive in this machine's apt sources")
+    assert "PORTAL_DEBIAN_MIRROR" in r.stderr
+    assert fake.calls() == []
+
+
+def test_a_change_of_setup_sh_tops_the_root_up(fake, tmp_path):
+    # The root's packages are scripts/setup.sh's choice: its stamp follows that script.
+    import shutil
+    repo = tmp_path / "checkout"
+    (repo / "scripts" / "lib").mkdir(parents=True)
+    for name in ("debian-root.sh", "setup.sh", "lib/root-mounts.sh"):
+        shutil.copy(REPO / "scripts" / name, repo / "scripts" / name)
+    script = repo / "scripts" / "debian-root.sh"
+    assert fake(script, "trixie").returncode == 0
+    fake.calls()
+    assert "reused" in fake(script, "trixie").stderr
+    with open(repo / "scripts" / "setup.sh", "a") as f:
+        f.write("# a new package\n")
+    r = fake(script, "trixie")
+    assert r.returncode == 0 and "topped up" in r.stderr, r.stderr
+    assert any("--packages-only" in c for c in fake.calls("chroot"))
+
+
+# --- no archive address anywhere in the project ---------------------------------------
+
+def test_no_debian_archive_address_is_written_in_the_project():
+    import re
+    import subprocess
+    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-z"], capture_output=True)
+    if listed.returncode == 0:
+        files = [REPO / f for f in listed.stdout.decode().split("\0") if f]
+    else:  # not a git checkout (an exported tree)
+        files = [p for p in REPO.rglob("*") if ".git" not in p.parts and "build" not in p.parts]
+    address = re.compile(rb"[a-z0-9.-]*debian\.(org|net)\b", re.I)
+    found = []
+    for path in files:
+        if not path.is_file() or path.is_symlink():
+            continue
+        for number, line in enumerate(path.read_bytes().splitlines(), 1):
+            if address.search(line):
+                found.append(f"{path.relative_to(REPO)}:{number}: {line.decode(errors='replace').strip()}")
+    assert found == [], "a Debian archive's address, where the machine's apt sources should be read:\n" + \
+        "\n".join(found)

@@ -1,6 +1,7 @@
 """scripts/lane.sh and scripts/test.sh with the fakes of conftest.py: usage
 errors, a lane whose archive gives no root is skipped (status 3) and does not fail
-CI, a configure failure names CMake's error and the project file, each lane ends
+CI, a lane sets up and builds through scripts/setup.sh, a configure failure names
+CMake's error and the project file, each lane ends
 with CTest's summary line, the source is mounted read-only and every mount is
 undone; CI fails when a lane fails."""
 import os
@@ -68,6 +69,15 @@ def test_lane_that_cannot_configure_fails_naming_cmakes_error_and_where(fake, tm
 
 
 @pytest.mark.skipif(os.geteuid() != 0, reason="a Debian-root lane runs as root (chroot, mounts)")
+def test_lane_whose_setup_cannot_install_fails_with_apts_reason(fake):
+    r = fake(LANE, "trixie", FAKE_LANE="setup-fails")
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert r.stdout.splitlines()[-1].startswith(
+        "lane trixie: failed at setup: E: Unable to locate package libpython3.13-testsuite ["), r.stdout
+    assert fake.calls("chroot") and not Path(str(fake.log) + ".ctest").exists()
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a Debian-root lane runs as root (chroot, mounts)")
 @pytest.mark.parametrize("mode, status, summary", [
     ("tests-fail", 1, "95% tests passed, 1 tests failed out of 20: e2e.training"),
     ("pass", 0, "100% tests passed, 0 tests failed out of 20"),
@@ -77,6 +87,14 @@ def test_lane_ends_with_ctests_summary_line(fake, mode, status, summary):
     assert r.returncode == status, r.stdout + r.stderr
     assert r.stdout.splitlines()[-1].startswith(f"lane trixie: {summary} [")
     calls = fake.calls()
+    # The lane sets up and builds through the README's scripts/setup.sh, as the root's
+    # packages were installed (the same groups left out), into its own build directory.
+    setup = [c for c in calls if c.startswith("chroot ") and "/portal-src/scripts/setup.sh" in c]
+    assert len(setup) == 1, calls
+    for part in ("BUILD_DIR=/portal-build ", "PREFIX=/portal-build/prefix ",
+                 "PORTAL_SETUP_WITHOUT='slurm lanes' "):
+        assert part in setup[0]
+    assert any("--packages-only" in c and "PORTAL_SETUP_WITHOUT=slurm lanes" in c for c in calls)
     # Source read-only, the lane's build dir and a private /tmp mounted, all unmounted.
     root = fake.roots / "trixie"
     assert any(c.startswith("mount -o remount,bind,ro") and c.endswith(f"{root}/portal-src")
@@ -123,3 +141,21 @@ def test_ci_builds_every_root_before_the_first_lane_needs_one(fake):
     assert len(made) == 2 and "forky" in calls[made[1]], calls
     assert suites and made[1] < suites[0], calls
     assert r.stdout.splitlines()[-1].startswith("lanes: 2 passed, 0 failed")
+
+
+@pytest.mark.parametrize("tests, demo, status", [(0, 0, 0), (1, 0, 1), (0, 1, 1), (1, 1, 1)])
+def test_ci_runs_the_readmes_test_command_then_its_main_command(tmp_path, tests, demo, status):
+    # .ci/run in a checkout whose scripts/test.sh and scripts/demo.sh only say they ran:
+    # both always run, in that order, and CI fails if either failed.
+    import shutil
+    import subprocess
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(REPO / ".ci" / "run", tmp_path / ".ci" / "run")
+    ran = tmp_path / "ran"
+    for name, code in (("test.sh", tests), ("demo.sh", demo)):
+        (tmp_path / "scripts" / name).write_text(f'echo {name} >>"{ran}"; exit {code}\n')
+    r = subprocess.run(["bash", str(tmp_path / ".ci" / "run")], capture_output=True, text=True, timeout=60)
+    assert r.returncode == status, r.stdout + r.stderr
+    assert ran.read_text().split() == ["test.sh", "demo.sh"]
+    assert r.stdout.splitlines()[-1].startswith("demo: passed in " if demo == 0 else "demo: FAILED (status 1) in ")
