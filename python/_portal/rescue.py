@@ -160,12 +160,18 @@ def rescue(loop_line, body_span=None):
     if runtime.fake_oom is None and (isinstance(exc, MemoryError) or "DefaultCPUAllocator" in str(exc)):
         note_shortage()
     release_reserve()
-    widened = widen_data_limit()
-    RESCUING[0] = True
+    # Every import from here on (resource, pickle, json ...) comes from Portal's own
+    # path, never from the working directory or the program's directory.
+    runtime.enter_rescue()
     try:
-        skipped = runtime.rescue(loop_frame, loop_line, exc)
+        widened = widen_data_limit()
+        RESCUING[0] = True
+        try:
+            skipped = runtime.rescue(loop_frame, loop_line, exc)
+        finally:
+            RESCUING[0] = False
+        narrow_data_limit(widened)
     finally:
-        RESCUING[0] = False
-    narrow_data_limit(widened)
+        runtime.leave_rescue()
     arm_reserve()  # declined: the error goes on, the program may yet handle it
     return skipped is True  # True: the item was skipped (skip.py), the handler continues

@@ -111,22 +111,28 @@ class Runtime:
 
     # ---- the rescue ----------------------------------------------------------------
 
-    def rescue(self, loop_frame, loop_line, exc):
+    def enter_rescue(self):
+        """What the rescue imports (resource, pickle, json, tempfile ...) comes from
+        where Portal's start-up took its modules, never from the working directory
+        or the program's directory that python put first on sys.path: the
+        program's own list is set aside (and saved with the job) until
+        leave_rescue() puts it back, the same list object (the item skipped, or
+        declined)."""
         import sys
-        sys.modules.update(self.portal_modules)  # the rest of the package loads from here
-        # What the rescue imports (pickle, json, tempfile ...) comes from where
-        # Portal's start-up took its modules, never from the working directory or
-        # the program's directory that python put first on sys.path: the program's
-        # own list is set aside (and saved with the job) and put back, the same
-        # list object, when the rescue returns (the item skipped, or declined).
         self.program_path = sys.path[:]
         sys.path[:] = self.base_path
-        try:
-            from _portal import suspend
-            return suspend.rescue(self, loop_frame, loop_line, exc)   # True: the item was skipped
-        finally:
-            sys.path[:] = self.program_path
-            self.program_path = None
+
+    def leave_rescue(self):
+        import sys
+        sys.path[:] = self.program_path
+        self.program_path = None
+
+    def rescue(self, loop_frame, loop_line, exc):
+        """Between enter_rescue() and leave_rescue() (rescue.py)."""
+        import sys
+        sys.modules.update(self.portal_modules)  # the rest of the package loads from here
+        from _portal import suspend
+        return suspend.rescue(self, loop_frame, loop_line, exc)   # True: the item was skipped
 
     def context(self):
         """What the resuming process needs to set the runtime up as it was."""

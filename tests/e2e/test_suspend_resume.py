@@ -258,6 +258,7 @@ def execute(case: Case, portal_run: str, portal: str, workdir: Path) -> Outcome:
 
 REPORT_RE = re.compile(
     r"portal: suspended: (?P<error>.+) at (?P<error_file>[^\n]+):(?P<error_line>\d+)\n"
+    r"(?:portal: suspended: what ran short: (?P<short>[^\n]+)\n)?"     # a real shortage only
     r"portal: suspended: will continue from the loop at (?P<loop_file>[^\n]+):(?P<loop_line>\d+)"
     r" in (?P<function>[^\n]+)\(\)(?:, iteration (?P<iteration>\d+) \(0-based\))?;"
     r" that iteration runs again from its start\n"
@@ -293,6 +294,11 @@ def check_report(case: Case, stop: Stop, report: dict, outcome: Outcome, when: f
     where = f"report {report!r}"
     error = stop.error.replace(TORCH_OOM, torch_oom_name()) if TORCH_OOM in stop.error else stop.error
     assert report["error"] == error, where
+    # "what ran short" is said of a real shortage, never of the fake-OOM fixture's
+    if case.fake:
+        assert report["short"] is None, where
+    elif error == "MemoryError":
+        assert report["short"], where
     filename, line = marker_line(case, stop.at)
     assert (report["error_file"], int(report["error_line"])) == (str(root / filename), line), where
     filename, line = marker_line(case, stop.loop)
