@@ -125,7 +125,8 @@ RESCUING = [False]
 SHORTAGE = [None]
 
 
-def _proc(path):
+def read_proc(path):
+    """A /proc file's first 8 KiB (b"" where it cannot be read): no import."""
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
@@ -141,7 +142,7 @@ def _proc(path):
 def note_shortage():
     """Two small reads, no import: memory may be short to the last page."""
     try:
-        SHORTAGE[0] = (_proc("/proc/self/status"), _proc("/proc/self/limits"))
+        SHORTAGE[0] = (read_proc("/proc/self/status"), read_proc("/proc/self/limits"))
     except MemoryError:       # not even that: the line is left out
         SHORTAGE[0] = None
 

@@ -13,24 +13,11 @@ the checkpoint is written:
 
 docs/architecture.md "The memory tripwire" says what each cap counts.
 """
-import os
+from _portal import rescue
 
 # Within this much of RLIMIT_DATA, the data segment is taken to have reached it
 # (a refused request is one of its sizes at least; most are far smaller).
 _NEAR_LIMIT = 16 << 20
-
-
-def _read(path):
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return b""
-    try:
-        return os.read(fd, 8192)
-    except OSError:
-        return b""
-    finally:
-        os.close(fd)
 
 
 def _status_kib(status, field):
@@ -52,7 +39,7 @@ def _data_limit(limits):
 
 
 def _available():
-    for row in _read("/proc/meminfo").split(b"\n"):
+    for row in rescue.read_proc("/proc/meminfo").split(b"\n"):
         if row.startswith(b"MemAvailable:"):
             parts = row.split()
             if len(parts) >= 2 and parts[1].isdigit():
@@ -64,7 +51,6 @@ def line(cap, size):
     """The line's text ("what ran short: ..."), or None when nothing was noted.
     cap: the resident cap in bytes (safepoint.memory_cap()), None under the
     address cap or none; size: a function that writes a byte count."""
-    from _portal import rescue
     seen = rescue.SHORTAGE[0]
     if seen is None:
         return None
