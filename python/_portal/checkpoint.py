@@ -73,12 +73,12 @@ import json
 import mmap
 import os
 import platform
-import threading
 import re
 import shutil
 import stat
 import sys
 import tempfile
+import threading
 from _queue import SimpleQueue
 from concurrent.futures import Future
 from typing import NamedTuple
