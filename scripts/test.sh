@@ -61,7 +61,7 @@ echo "==== lanes ====" >&2
 printf '%s\n' "${results[@]}"
 total=$(( $(date +%s) - ci_started ))
 if [ "$total" -gt "$CI_BUDGET_S" ]; then
-  echo "portal: lanes: took $(fmt "$total"), over the $(fmt "$CI_BUDGET_S") budget of .ci/run (README, \"Lanes\")" >&2
+  echo "portal: lanes: took $(fmt "$total"), over the $(fmt "$CI_BUDGET_S") budget of .ci/run (docs/development.md, \"Lanes\")" >&2
 fi
 echo "lanes: $passed passed, $failed failed, $skipped skipped, in $(fmt "$total")"
 [ "$failed" -eq 0 ]

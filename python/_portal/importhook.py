@@ -1,4 +1,4 @@
-"""Import hook: the user's own modules are compiled instrumented (DESIGN.md §3.2).
+"""Import hook: the user's own modules are compiled instrumented (docs/architecture.md, "How a suspension and a resume work").
 
 install() puts a meta-path finder in front of importlib's PathFinder.  It asks
 PathFinder for the spec (so that the spec, __file__, __cached__, __path__, namespace

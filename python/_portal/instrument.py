@@ -1,4 +1,4 @@
-"""Loop instrumentation of the user's own code (DESIGN.md §2 "The wrap", §3.2).
+"""Loop instrumentation of the user's own code (docs/architecture.md, "How a suspension and a resume work").
 
 Every ``for``/``while``/``async for`` loop body of a module is rewritten, at the AST
 level, as::
@@ -443,7 +443,7 @@ def instrument(tree, *, fake_oom=None, wrap=True):
 
     fake_oom: None, or a list of (spec_index, line): before every statement that
     starts on `line`, a call ``__portal_fake_oom__(spec_index)`` with the statement's
-    location is inserted (a test fixture, DESIGN.md §4).  wrap=False inserts only
+    location is inserted (a test fixture, docs/architecture.md, "The fake-OOM fixture").  wrap=False inserts only
     those calls (a file that is not the user's own code)."""
     fake_lines = {}
     for index, line in fake_oom or ():

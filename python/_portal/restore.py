@@ -1,4 +1,4 @@
-"""Restore: a suspended job continues in a new process (DESIGN.md §3.6).
+"""Restore: a suspended job continues in a new process (docs/architecture.md, "How a suspension and a resume work").
 
 The stages, in order:
   1. read the checkpoint: owners and modes, the manifest's HMAC (made with the

@@ -1,4 +1,4 @@
-"""Which source files are "the user's own code" (DESIGN.md §3.2).
+"""Which source files are "the user's own code" (docs/architecture.md).
 
 The user's code is what lies under the script's directory, the working directory,
 the PYTHONPATH entries and any root given with ``--user-code PATH``, but never the

@@ -2,7 +2,7 @@
 inspect, and expiry, in a job store under a temporary PORTAL_HOME.
 
 The jobs are small programs written by the tests and run under portal-run: one
-suspended by PORTAL_FAKE_OOM in its loop (DESIGN.md §4) and resumed with `portal
+suspended by PORTAL_FAKE_OOM in its loop (docs/architecture.md, "The fake-OOM fixture") and resumed with `portal
 resume` in a new process, one that completes, one that fails.  Each command is
 checked for what it prints, its exit status (0 done, 1 refused, 2 usage) and what
 it leaves in the store; the resumed job's output, as `portal logs` gives it back,

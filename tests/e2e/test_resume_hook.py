@@ -1,5 +1,5 @@
 """After a resume, the frame-evaluation hook is gone once the loop's frame has
-started (DESIGN.md §3: a normal run, resumed or not, never keeps one), and a
+started (docs/architecture.md: a normal run, resumed or not, never keeps one), and a
 chain through a method with keyword-only arguments, called from a function,
 continues exactly."""
 import os

@@ -4,7 +4,7 @@ process from that iteration; the results are those of an uninterrupted run.
 
 Each case runs a program of the corpus (tests/e2e/resume) under /usr/bin/python3
 (the reference), then, in a fresh copy of the corpus at the same path, under
-portal-run with PORTAL_FAKE_OOM set (DESIGN.md §4: the fixture raises the chosen
+portal-run with PORTAL_FAKE_OOM set (docs/architecture.md, "The fake-OOM fixture": the fixture raises the chosen
 error when a line starts for the HIT-th time in the job's life), and resumes the job
 with `portal resume JOB`, each time in a new process started from another working
 directory, as many times as it suspends.  Then:
