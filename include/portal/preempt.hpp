@@ -39,7 +39,7 @@ constexpr int kTickMilliseconds = 100;
 // and threading libraries take for themselves).
 int request_signal();
 // The real-time signal the interpreter sends its supervisor when it writes a
-// checkpoint (SIGRTMIN + 5).
+// checkpoint (SIGRTMIN + 6; + 5 is the memory tripwire's).
 int writing_signal();
 
 // Whether process `pid` catches `signo` (its /proc/PID/status SigCgt mask): a
