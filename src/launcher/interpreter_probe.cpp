@@ -93,6 +93,11 @@ std::string run_probe(const std::string& path) {
         const int null_fd = open("/dev/null", O_RDONLY);
         if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
         dup2(pipe_fds[1], STDOUT_FILENO);
+        // From / rather than the working directory: python's -c runner puts it
+        // first on sys.path, and CPython 3.13's imports linecache from there before
+        // the probe's first line can drop it (a planted linecache.py would run).
+        // The probe asks nothing of the working directory.
+        if (!path.empty() && path[0] == '/' && chdir("/") != 0) _exit(127);
         const char* argv[] = {path.c_str(), "-c", kProbeCode, nullptr};
         execv(path.c_str(), const_cast<char* const*>(argv));
         _exit(127);
