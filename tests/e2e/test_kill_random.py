@@ -42,6 +42,23 @@ def _state(jobdir):
         return None
 
 
+def _exited(pid):
+    """Whether process `pid`, just sent SIGSTOP, has exited instead (a zombie, or
+    gone): waits until it is stopped (then it cannot exit) or has exited."""
+    deadline = time.monotonic() + 1
+    while True:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as f:
+                state = f.read().rpartition(b")")[2].split()[0]
+        except (OSError, IndexError):
+            return True
+        if state in (b"Z", b"X"):
+            return True
+        if state in (b"T", b"t") or time.monotonic() > deadline:
+            return False
+        time.sleep(0.0002)
+
+
 def test_the_program_killed_after_recording_its_suspension_stays_suspended(tmp_path):
     # The out-of-memory killer's moment: the record says suspended, the program has
     # not exited yet.  The program is stopped (SIGSTOP) every half millisecond from
@@ -76,6 +93,8 @@ def test_the_program_killed_after_recording_its_suspension_stays_suspended(tmp_p
                 except ProcessLookupError:
                     break
                 if _state(dirs[0]) == "suspended":
+                    if _exited(program):
+                        break       # it had already exited (a zombie): not the moment wanted
                     os.kill(program, signal.SIGKILL)
                     caught = True
                     break
