@@ -21,7 +21,11 @@ _VARIABLE_LOADS = _BYTECODE.VARIABLE_LOADS
 
 
 def _instructions(code):
-    return {ins.offset: ins for ins in dis.get_instructions(code)}
+    # EXTENDED_ARG is a prefix whose argument dis already folds into the next
+    # instruction's: left out, so that a clause whose first load needs one (a
+    # function of more than 128 names: LOAD_GLOBAL's argument is twice the name's
+    # index) reads as any other, not as a clause Portal cannot evaluate.
+    return {ins.offset: ins for ins in dis.get_instructions(code) if ins.opname != "EXTENDED_ARG"}
 
 
 def _handler_at(code, offset):

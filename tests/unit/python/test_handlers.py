@@ -63,3 +63,40 @@ def test_a_cell_variable_is_evaluated_in_the_frame():
 def test_a_clause_that_does_not_match_is_passed():
     where, _ = local_types(ValueError("other"))
     assert where != _where(local_types, "except errors:")
+
+
+# A function that reads more than 128 names before its `except` (timm's train.py
+# main(): some 150 options of args and modules): LOAD_GLOBAL's argument is twice
+# the name's index, so the clause's first load needs an EXTENDED_ARG prefix.
+_MANY_NAMES = """
+def many_names(options, exc, taking):
+    summary = [{reads}]
+    try:
+        return taking(sys._getframe(), exc), summary
+    except KeyboardInterrupt:       # the clause
+        raise AssertionError("not reached")
+"""
+
+
+def _many_names():
+    reads = ", ".join(f"options.opt{i}" for i in range(140))
+    namespace = {"sys": sys}
+    exec(compile(_MANY_NAMES.format(reads=reads), "<many_names>", "exec"), namespace)
+    function = namespace["many_names"]
+    import dis
+    [clause] = [i for i in dis.get_instructions(function) if i.argval == "KeyboardInterrupt"]
+    before = [i for i in dis.get_instructions(function) if i.offset == clause.offset - 2]
+    assert before and before[0].opname == "EXTENDED_ARG"   # the case this tests
+    import types
+    options = types.SimpleNamespace(**{f"opt{i}": i for i in range(140)})
+    return function, options
+
+
+def test_a_clause_whose_load_has_an_extended_arg_is_evaluated():
+    """It does not match a MemoryError: passed, not taken for a clause Portal
+    cannot read (then an error of the loop inside was left to the program, which
+    died of it with `portal: not rescued: ... outside any loop`)."""
+    function, options = _many_names()
+    assert function(options, MemoryError("fake"), handlers.user_handler_taking)[0] is None
+    where = function(options, KeyboardInterrupt(), handlers.user_handler_taking)[0]
+    assert where == "<many_names>:6"
