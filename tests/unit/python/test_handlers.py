@@ -97,6 +97,7 @@ def test_a_clause_whose_load_has_an_extended_arg_is_evaluated():
     cannot read (then an error of the loop inside was left to the program, which
     died of it with `portal: not rescued: ... outside any loop`)."""
     function, options = _many_names()
-    assert function(options, MemoryError("fake"), handlers.user_handler_taking)[0] is None
+    passed = function(options, MemoryError("fake"), handlers.user_handler_taking)[0]
+    assert not (passed or "").startswith("<many_names>:")   # (pytest's own handlers further out may take it)
     where = function(options, KeyboardInterrupt(), handlers.user_handler_taking)[0]
     assert where == "<many_names>:6"
