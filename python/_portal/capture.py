@@ -8,6 +8,7 @@ Anything that cannot be re-entered faithfully raises Decline with the reason, an
 the rescue falls back to the next loop out.
 """
 import inspect
+import sys
 
 from _portal import _frames, codemap, withexit
 from _portal.bytecode.tables import T as _BYTECODE
@@ -22,7 +23,25 @@ class Decline(Exception):
 
 
 def _where(frame):
-    return f"{frame.f_code.co_filename}:{frame.f_lineno} in {frame.f_code.co_name}()"
+    line = frame_line(frame)
+    at = frame.f_code.co_filename if line is None else f"{frame.f_code.co_filename}:{line}"
+    return f"{at} in {frame.f_code.co_name}()"
+
+
+def frame_line(frame):
+    """The line a message names for a frame: its f_lineno, or, for a frame the
+    error is passing through (a loop's handler runs there: its instructions have
+    no line, and f_lineno is None), the line its entry in the error's traceback
+    shows; None where neither says."""
+    line = frame.f_lineno
+    if line is None:
+        exc = sys.exc_info()[1]    # the error the rescue handles
+        tb = exc.__traceback__ if exc is not None else None
+        while tb is not None:
+            if tb.tb_frame is frame:
+                line = tb.tb_lineno
+            tb = tb.tb_next
+    return line
 
 
 def _fast_locals(frame, nlocalsplus, offset):
@@ -57,7 +76,7 @@ def _state(frame, function, offset, stack, call):
     return FrameState(function=function, offset=offset,
                       locals=_fast_locals(frame, nlocalsplus, offset), stack=stack, call=call,
                       filename=frame.f_code.co_filename,
-                      line=_line_at(frame.f_code, offset) or frame.f_lineno,
+                      line=_line_at(frame.f_code, offset) or frame_line(frame),
                       name=frame.f_code.co_name)
 
 

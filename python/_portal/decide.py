@@ -14,7 +14,8 @@ trial pickling below flushes: the open files of the state).
     a torch.distributed process group        reason
     a while loop's condition or else clause  reason
     inside an optimizer step                 reason
-    a handler of the program's own takes it  silent: Portal does not intervene
+    a handler of the program's own takes it  silent: Portal does not intervene (the exit
+                                             line names it, should the error end the program)
     a frame of the chain cannot be re-entered reason (capture.Decline)
     the state cannot be saved (a live        reason, found by pickling the state into
     autograd graph, an unsaveable object)    nothing (no buffer copied, nothing written)
@@ -69,7 +70,9 @@ def decide(runtime, loop_frame, loop_line, exc, make_state):
     step = _inside_optimizer_step(exc)
     if step:
         return f"raised inside an optimizer step ({step}): the weights may be half updated"
-    if handlers.user_handler_taking(loop_frame, exc) and not _portal_own(exc):
+    taking = handlers.handler_taking(loop_frame, exc)
+    if taking and not _portal_own(exc):
+        _left_to_handler(runtime, exc, *taking)
         return None
     try:
         frames, site = capture.capture_chain(loop_frame, loop_line, runtime.main_code(),
@@ -98,6 +101,27 @@ def _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, make_stat
     if differ and runtime.policy.get("oom.exact") == "true":
         return "with oom.exact=true, not a point where something will differ: " + "; ".join(differ)
     return Point(frames, site, state, roots, differ)
+
+
+def _left_to_handler(runtime, exc, where, matches):
+    """Portal does not intervene; should the error end the program all the same
+    (the handler raised it again), the exit line says where it was left, never
+    that no loop met it (runtime.explain_failure)."""
+    clause = "whose except clause matches it" if matches else \
+        "whose except clause Portal cannot evaluate (it may match)"
+    # One slot, not an entry per error: a program that handles its errors
+    # (halving the batch) leaves nothing behind that a later error of the same
+    # id could be taken for; the innermost traceback entry, which stays the same
+    # object however far the error goes on, tells this error from such a one.
+    runtime.left_to_handler = (id(exc), id(_innermost(exc.__traceback__)),
+                               f"it was left to the program's own handler at {where}, {clause}: "
+                               f"that handler did not stop it")
+
+
+def _innermost(tb):
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb
 
 
 def _changed_variables(loop_frame, loop_line, site, exc):

@@ -95,7 +95,7 @@ def _evaluate_types(frame, instrs):
 
 
 def _classify(frame, code, instrs, target, exc):
-    """('take', where) | ('pass', offset to continue from) for the handler at target."""
+    """('take', (where, matches)) | ('pass', offset to continue from) for the handler at target."""
     first = _following(instrs, target, 24)
     if not first:
         return "pass", target
@@ -113,23 +113,35 @@ def _classify(frame, code, instrs, target, exc):
     if "CHECK_EXC_MATCH" in names:
         upto = names.index("CHECK_EXC_MATCH")
         types = _evaluate_types(frame, first[1:upto + 1])
-        where = f"{code.co_filename}:{first[1].positions.lineno or frame.f_lineno}"
+        where = _at(code, first[1].positions.lineno or frame.f_lineno)
         if types is None:
-            return "take", where  # cannot tell: leave the program to itself
+            return "take", (where, False)  # cannot tell: leave the program to itself
         try:
             if isinstance(exc, types):
-                return "take", where
+                return "take", (where, True)
         except TypeError:
-            return "take", where
+            return "take", (where, False)
         return "pass", target
     if body and body[0].opname == "POP_TOP":
         line = body[0].positions.lineno or frame.f_lineno
-        return "take", f"{code.co_filename}:{line}"  # a bare `except:`
+        return "take", (_at(code, line), True)  # a bare `except:`
     return "pass", target  # a finally block: it re-raises
+
+
+def _at(code, line):
+    return code.co_filename if line is None else f"{code.co_filename}:{line}"
 
 
 def user_handler_taking(loop_frame, exc):
     """'file:line' of the user's handler that will take `exc`, or None."""
+    found = handler_taking(loop_frame, exc)
+    return found[0] if found else None
+
+
+def handler_taking(loop_frame, exc):
+    """('file:line', matches) of the user's handler that will take `exc`, or None;
+    matches is False where its except clause could not be evaluated (taken, to
+    leave the program to itself)."""
     frame = loop_frame
     offset = frame.f_lasti
     seen = set()
@@ -149,3 +161,33 @@ def user_handler_taking(loop_frame, exc):
             return value
         offset = value
     return None
+
+
+def wrapped_loop_lines(code, offset):
+    """The lines of the loops Portal wrapped (instrument.py) whose body holds the
+    instruction at `offset` of `code`, innermost first: the handlers an error
+    raised there passes through, followed as the interpreter follows them (a
+    handler's own body is covered by its clean-up entry, whose re-raise is covered
+    by the enclosing block's)."""
+    instrs = _instructions(code)
+    lines, seen = [], set()
+    while offset not in seen:
+        seen.add(offset)
+        target = _handler_at(code, offset)
+        if target is None:
+            break
+        first = _following(instrs, target, 24)
+        if not first:
+            break
+        if first[0].opname != "PUSH_EXC_INFO":
+            offset = next((i.offset for i in first if i.opname == "RERAISE"), target)
+            continue
+        body = first[1:]
+        for k, ins in enumerate(body[:12]):
+            if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval == _RESCUE:
+                line = body[k + 1] if k + 1 < len(body) else None
+                if line is not None and line.opname == "LOAD_CONST" and isinstance(line.argval, int):
+                    lines.append(line.argval)
+                break
+        offset = first[1].offset if len(first) > 1 else target
+    return lines

@@ -41,6 +41,9 @@ class Runtime:
             script_dir, os.getcwd(), os.environ.get("PYTHONPATH", ""), self.extra_user_code)
         self.fake_oom = fake_oom if fake_oom is not None else FakeOom.from_environment()
         self.declined = {}  # id(exception) -> [reason, ...] for the loops that declined it
+        # (id(exception), id(its innermost traceback entry), reason): the last error
+        # a loop left to a handler of the program's own (decide.py)
+        self.left_to_handler = None
         import sys
         # The interpreter's own sys.path as Portal's start-up imported from it:
         # neither the working directory nor the program's directory (boot.py), in
@@ -163,16 +166,42 @@ class Runtime:
         sys.stderr.flush()
 
     def _no_loop_on_the_way(self, exc):
-        """No loop of the program's own code met the error: the product page's two
-        rows, raised outside the program's code (a library's own loop called at top
-        level), or in it but outside any loop."""
+        """No loop of the program's own code declined the error: the product page's
+        two rows, raised outside the program's code (a library's own loop called at
+        top level), or in it but outside any loop; said only where the traceback
+        agrees (no entry of it inside a loop body Portal wrapped), else what did
+        happen at the loops it passed."""
         tb = exc.__traceback__
-        while tb is not None and tb.tb_next is not None:
+        loops = []
+        while tb is not None:
+            loops = self._wrapped_loops_at(tb) + loops   # innermost first
+            if tb.tb_next is None:
+                break
             tb = tb.tb_next
+        left = self.left_to_handler
+        if loops and left is not None and left[:2] == (id(exc), id(tb)):
+            return left[2]
+        if loops:
+            return (f"it passed through the loop at {loops[0]} of the program's own code, which "
+                    f"gave no reason to let it go (a fault of Portal's; PORTAL_LOG=debug may say more)")
         if tb is not None:
             filename = tb.tb_frame.f_code.co_filename
             if filename != self.main_filename and not self.user_code.is_user_file(filename):
-                return (f"it was raised outside the program's own code ({filename}:{tb.tb_lineno}), "
+                at = filename if tb.tb_lineno is None else f"{filename}:{tb.tb_lineno}"
+                return (f"it was raised outside the program's own code ({at}), "
                         f"with no loop of the program's on its way: there is no point of its own "
                         f"to continue from")
         return "it was raised outside any loop of the program's own code: there is no iteration to retry"
+
+    def _wrapped_loops_at(self, tb):
+        """['file:line'] of the wrapped loops of the program's own code whose body
+        holds this traceback entry's instruction, innermost first."""
+        code = tb.tb_frame.f_code
+        filename = code.co_filename
+        if filename != self.main_filename and not self.user_code.is_user_file(filename):
+            return []
+        try:
+            from _portal import handlers
+            return [f"{filename}:{line}" for line in handlers.wrapped_loop_lines(code, tb.tb_lasti)]
+        except Exception:  # noqa: BLE001 - an exit line, never a new error
+            return []
