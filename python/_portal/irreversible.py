@@ -136,6 +136,8 @@ def will_differ(code, loop_line, roots, saved=None):
     out = []
     for last, _, obj in sorted((last, i, obj) for i, (obj, last) in enumerate(list(_LAST[0].items() if _LAST else ()))):
         if held(obj) and (serial is None or last > serial):   # in the order they stepped
+            if serial is None and not _could_step(code, loop_line, obj):
+                continue   # a validation loop: nothing its body loads leads to it
             out.append(_stepped_text(obj, roots, known=serial is not None))
     for i, version in enumerate(versions):
         m = _NORMS[i]() if i < len(_NORMS) else None
@@ -143,6 +145,22 @@ def will_differ(code, loop_line, roots, saved=None):
             out.append(f"the failed iteration had already updated the running statistics of "
                        f"{type(m).__name__} {_name(m, roots)} in place: they will be updated again")
     return out
+
+
+def _could_step(code, loop_line, obj):
+    """Could the failed iteration of that loop (without marks) have stepped obj?
+    (step_reach.py; True where it cannot tell.)"""
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code is not code:   # the loop's frame, which called the rescue
+        frame = frame.f_back
+    runtime = getattr(sys.modules.get("_portal.rescue"), "RUNTIME", None)
+    if frame is None or runtime is None:
+        return True
+    from _portal import step_reach
+
+    def is_user_file(filename):
+        return filename == runtime.main_filename or runtime.user_code.is_user_file(filename)
+    return step_reach.could_step(frame, loop_line, obj, is_user_file)
 
 
 def _stepped_text(obj, roots, known=True):
