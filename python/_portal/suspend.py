@@ -116,6 +116,10 @@ def _index(it):
             if name == "enumerate":
                 it = it.__reduce__()[1][0]
                 continue
+            if name == "generator":   # tqdm(iterable): the iterable's iterator (iteration_count.py)
+                from _portal import iteration_count
+                it = iteration_count.wrapped_iterator(it)
+                continue
             if name in _INDEXED_ITERATORS:
                 reduced = it.__reduce__()
                 if len(reduced) >= 3 and isinstance(reduced[2], int) and reduced[2] > 0:
@@ -166,6 +170,9 @@ def _counted(it, frame, for_iter):
     if found is None and frame is not None:
         try:
             index = _range_index(it, frame, for_iter)
+            if index is None:   # enumerate(generator): the enumerate's own count
+                from _portal import iteration_count
+                index = iteration_count.enumerate_index(it, frame, for_iter)
         except Exception:   # code the bytecode layer cannot read: no count, never a wrong one
             index = None
         found = None if index is None else ("iteration", index)

@@ -33,9 +33,11 @@ _MAX_RANGE_ARGS = 3
 _CALLABLE_SLOTS = 2
 
 
-def range_start(code: types.CodeType, for_iter: int) -> Optional[Tuple[str, int]]:
+def range_start(code: types.CodeType, for_iter: int, callee: str = RANGE) -> Optional[Tuple[str, int]]:
     """(scope, start) of the `range(...)` call the loop whose FOR_ITER is at
-    offset `for_iter` iterates, or None when the code does not say plainly."""
+    offset `for_iter` iterates, or None when the code does not say plainly.
+    callee="enumerate": (scope, 0) for a plain `enumerate(ITERABLE)` (one
+    argument: it counts from 0), None for any other call."""
     info = _info(code)
     instrs = info.instrs
     depths = stack.depths(info)
@@ -51,6 +53,8 @@ def range_start(code: types.CodeType, for_iter: int) -> Optional[Tuple[str, int]
     if first < 0 or instrs[call].opname != "CALL":
         return None
     nargs = instrs[call].arg
+    if callee != RANGE and nargs != 1:
+        return None
     if not 1 <= nargs <= _MAX_RANGE_ARGS or any(
             instrs[i].opname != name or instrs[i].arg != nargs
             for i, name in zip(range(first, get_iter), T.CALL_SEQUENCE)):
@@ -72,7 +76,7 @@ def range_start(code: types.CodeType, for_iter: int) -> Optional[Tuple[str, int]
         if instrs[i].target is not None or instrs[i].opcode in T.TERMINAL or \
                 (i > j and instrs[i].offset in targets):
             return None
-    i, scope = _callee(info, j, first)
+    i, scope = _callee(info, j, first, callee)
     if scope is None:
         return None
     # The arguments, from `i` to the call: nothing they do may reach below the
@@ -93,9 +97,9 @@ def range_start(code: types.CodeType, for_iter: int) -> Optional[Tuple[str, int]
     return scope, start
 
 
-def _callee(info, j: int, first: int):
+def _callee(info, j: int, first: int, callee: str = RANGE):
     """(index after the callee's loads, scope) when instructions j.. push the name
-    `range` and a NULL (3.11: PUSH_NULL, LOAD_NAME or LOAD_GLOBAL with its low bit;
+    `range` (or `callee`) and a NULL (3.11: PUSH_NULL, LOAD_NAME or LOAD_GLOBAL with its low bit;
     3.13: LOAD_NAME, PUSH_NULL or LOAD_GLOBAL with its low bit); (j, None) else."""
     instrs, names = info.instrs, info.code.co_names
     i, null = j, False
@@ -105,10 +109,10 @@ def _callee(info, j: int, first: int):
         return j, None
     load = instrs[i]
     if load.opname == "LOAD_GLOBAL":
-        if names[T.global_name(load.arg)] != RANGE or not T.global_pushes_null(load.arg) or null:
+        if names[T.global_name(load.arg)] != callee or not T.global_pushes_null(load.arg) or null:
             return j, None
         return i + 1, "global"
-    if load.opname != "LOAD_NAME" or names[load.arg] != RANGE:
+    if load.opname != "LOAD_NAME" or names[load.arg] != callee:
         return j, None
     i += 1
     if not null:
