@@ -186,7 +186,9 @@ def wrapped_loop_lines(code, offset):
         for k, ins in enumerate(body[:12]):
             if ins.opname in ("LOAD_GLOBAL", "LOAD_NAME") and ins.argval == _RESCUE:
                 line = body[k + 1] if k + 1 < len(body) else None
-                if line is not None and line.opname == "LOAD_CONST" and isinstance(line.argval, int):
+                # the loop's line: LOAD_CONST (3.14: LOAD_SMALL_INT below 256)
+                if line is not None and line.opname in ("LOAD_CONST", "LOAD_SMALL_INT") \
+                        and isinstance(line.argval, int):
                     lines.append(line.argval)
                 break
         offset = first[1].offset if len(first) > 1 else target
