@@ -145,86 +145,43 @@ def _own_code(thread):
 
 
 def _waiting_condition(thread, frame):
-    """The Condition the thread waits on at the head of its loop, or why not (str)."""
+    """The Condition the thread waits on where a restart would bring it, or why not
+    (str)."""
     threading = sys.modules["threading"]
     library = _library_files()
     inner = frame
     if inner is None or inner.f_code is not threading.Condition.wait.__code__:
-        return "it is not waiting on a Condition, Event or Queue"
+        return _NOT_WAITING
     # read in place: the waiting thread's frame is neither written nor kept alive
     condition = frame_locals.value(inner, "self")
     own = inner.f_back
     while own is not None and own.f_code.co_filename in library:
         own = own.f_back
+    chain = []    # the thread's own frames, innermost first, down to threading's
+    while own is not None and own.f_code.co_filename not in library:
+        chain.append(own)
+        own = own.f_back
     code = _own_code(thread)
-    if own is None or code is None or own.f_code is not code:
-        return "it waits outside its own function's loop"
-    why = _at_loop_head(code, own)
-    return why if why else condition
+    if not chain or code is None or chain[-1].f_code is not code:
+        return "it waits outside its own function"
+    from _portal import thread_restart
+    for own in chain:
+        why = thread_restart.why_not_restartable(own)
+        if why is not None:
+            return why
+    return condition
 
 
-_LOOPS = {}   # code -> its one while loop's (condition lines, head lines), or why not
-
-
-def _one_while_loop(code):
-    """Why `code` is not one while loop (str), or None; its lines in _LOOPS."""
-    if code is None:
-        return "it runs no function of Python's"
-    if code not in _LOOPS:
-        _LOOPS[code] = _loop_lines(code)
-    found = _LOOPS[code]
-    return found if isinstance(found, str) else None
-
-
-def _loop_lines(code):
-    import ast
-    import inspect
-    import textwrap
-    try:
-        lines, first = inspect.getsourcelines(code)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError):
-        return "its function's source cannot be read"
-    body = tree.body[0].body if tree.body and hasattr(tree.body[0], "body") else []
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        body = body[1:]
-    if len(body) != 1 or not isinstance(body[0], ast.While):
-        return "its function is more than one while loop"
-    loop = body[0]
-    head = loop.body[0]
-    while isinstance(head, ast.Try) and head.body:
-        head = head.body[0]
-    offset = first - 1
-    return (range(loop.test.lineno + offset, loop.test.end_lineno + offset + 1),
-            range(head.lineno + offset, head.end_lineno + offset + 1))
-
-
-def _at_loop_head(code, frame):
-    """Why running `code` again from its start would not bring it where `frame` is,
-    or None: the function is one while loop, the frame at its condition or the first
-    statement of its body, with only its arguments live."""
-    why = _one_while_loop(code)
-    if why is not None:
-        return why
-    condition_lines, head_lines = _LOOPS[code]
-    if frame.f_lineno not in condition_lines and frame.f_lineno not in head_lines:
-        return "it waits further inside its loop than its head"
-    from _portal import codemap
-    arguments = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
-    # f_lasti may point into the caches of the CALL the thread waits in
-    at = max(i.offset for i in codemap.instructions(code) if i.offset <= frame.f_lasti)
-    live = codemap.live_locals_at(code, at) - arguments
-    if live:
-        return f"its loop keeps {', '.join(sorted(live))} in locals"
-    return None
+_NOT_WAITING = "it is not waiting on a Condition, Event or Queue"
+# Why a thread is not held that may change while freeze() looks again.
+_TRANSIENT = (_NOT_WAITING, "its condition's lock stayed taken", "it did not stay waiting")
 
 
 def freeze():
     """Hold every restartable thread at its wait (the module's docstring) while the
-    state is saved; why not, for the others (their refusal says it).  A thread whose
-    function is one while loop but that is busy in it (writing a record) is given
-    up to SETTLE_SECONDS to come back to its wait."""
+    state is saved; why not, for the others (their refusal says it).  A thread
+    that is not waiting (busy writing a record) is given up to SETTLE_SECONDS to
+    come back to a wait."""
     threading = sys.modules.get("threading")
     _NOT_RESTARTABLE.clear()
     _SAVED.clear()
@@ -241,7 +198,7 @@ def freeze():
             why = _hold(thread, frames.get(thread.ident))
             if why is not None:
                 _NOT_RESTARTABLE[thread.ident] = why
-                if _one_while_loop(_own_code(thread)) is None:
+                if why in _TRANSIENT:
                     busy.append(thread)     # may come back to its wait
         del frames
         if not busy or time.monotonic() > deadline:

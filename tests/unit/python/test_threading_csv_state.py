@@ -178,7 +178,7 @@ def test_a_sleeping_or_busy_thread_is_refused_saying_why():
     threading_state.freeze()
     try:
         for t, why in zip(threads, ["it is not waiting on a Condition, Event or Queue",
-                                    "its function is more than one while loop",
+                                    "its loop keeps n in locals",
                                     "its loop keeps total in locals"]):
             with pytest.raises(reducers.Unsaveable) as e:
                 round_trip({"t": t})
@@ -188,6 +188,142 @@ def test_a_sleeping_or_busy_thread_is_refused_saying_why():
         stop.set()
         for t in threads:
             t.join()
+
+
+class Worker(threading.Thread):
+    """tensorboard's _AsyncWriterThread, shortened: run() calls _run() in a try;
+    _run() computes how long to wait from the clock, sets data to None and waits
+    inside a try and an if, then writes and flushes."""
+
+    def __init__(self, queue, written):
+        threading.Thread.__init__(self, daemon=True)
+        self.queue, self.written, self.next_flush, self.stop_signal = queue, written, 0, object()
+
+    def run(self):
+        try:
+            self._run()
+        except Exception as ex:
+            self.exception = ex
+            raise
+
+    def _run(self):
+        while True:
+            now = time.time()
+            wait = self.next_flush - now
+            data = None
+            try:
+                if wait > 0:
+                    data = self.queue.get(True, wait)
+                else:
+                    data = self.queue.get(False)
+                if data is self.stop_signal:
+                    return
+                self.written.append(data)
+            except Exception:
+                pass
+            finally:
+                if data:
+                    self.queue.task_done()
+            if time.time() > self.next_flush:
+                self.next_flush = time.time() + 60
+
+
+def _stuck_in(kind, stop, q):
+    """A thread function waiting on `q` in a place a restart would not be."""
+    lock = threading.Lock()
+
+    def with_lock():
+        while True:
+            with lock:
+                q.get()
+
+    def work_first():
+        while True:
+            print("", end="")
+            q.get()
+
+    def for_loop():
+        for _ in range(10 ** 9):
+            q.get()
+
+    def in_handler():
+        while True:
+            try:
+                raise KeyError
+            except KeyError:
+                q.get()
+
+    def carried():
+        batch = []
+        while True:
+            item = q.get()
+            batch.append(item)
+
+    def set_up_once():
+        wait = 600
+        while True:
+            q.get(True, wait)
+            wait += 1
+
+    return locals()[kind]
+
+
+def test_a_tensorboard_shaped_worker_is_held_saved_and_started_again():
+    import queue
+    from _portal import threading_state
+    q, written = queue.Queue(10), []
+    worker = Worker(q, written)
+    worker.start()
+    q.put("a")
+    _wait_until(lambda: written == ["a"])
+    time.sleep(0.02)
+    threading_state.freeze()
+    try:
+        q.queue.append("b")             # a record put while it is held
+        q.unfinished_tasks += 1
+        s = round_trip({"w": worker})
+    finally:
+        threading_state.thaw()
+    restored = s["w"]
+    assert restored.written == ["a"] and list(restored.queue.queue) == ["b"]
+    threading_state.restore_process(True)
+    _wait_until(lambda: restored.written == ["a", "b"])
+    restored.queue.put(restored.stop_signal)
+    restored.join()
+    q.put(worker.stop_signal)
+    worker.join()
+
+
+@pytest.mark.parametrize("kind,why", [
+    ("with_lock", "with_lock() waits inside a with statement (line {}): what it entered would be lost"),
+    ("work_first", "work_first() runs line {} before it waits, which a restart would run again"),
+    ("for_loop", "for_loop() waits inside a for loop (line {}): its place in the loop would be lost"),
+    ("in_handler", "in_handler() waits in a handler, else or finally block (line {})"),
+    ("carried", "its loop keeps batch in locals"),
+    ("set_up_once", "its loop keeps wait in locals"),
+])
+def test_a_thread_waiting_where_a_restart_would_not_be_is_refused_saying_why(kind, why):
+    import inspect
+    import queue
+    from _portal import threading_state
+    q, stop = queue.Queue(), threading.Event()
+    fn = _stuck_in(kind, stop, q)
+    lines, first = inspect.getsourcelines(fn)
+    # the line the reason names: the statement around the wait, or the one before it
+    marks = {"with_lock": "with lock", "work_first": "print(", "for_loop": "for _",
+             "in_handler": "q.get()"}
+    line = next((first + i for i, text in enumerate(lines) if marks.get(kind, "\0") in text), None)
+    t = threading.Thread(target=fn, name=kind, daemon=True)
+    t.start()
+    time.sleep(0.05)
+    threading_state.freeze()
+    try:
+        with pytest.raises(reducers.Unsaveable) as e:
+            round_trip({"t": t})
+        assert str(e.value).endswith(f"cannot be started again where it is ({why.format(line)})"), \
+            str(e.value)
+    finally:
+        threading_state.thaw()
 
 
 def test_csv_writers_keep_writing_to_the_same_file(tmp_path):
