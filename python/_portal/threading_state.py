@@ -155,8 +155,14 @@ def _waiting_condition(thread, frame):
     # read in place: the waiting thread's frame is neither written nor kept alive
     condition = frame_locals.value(inner, "self")
     own = inner.f_back
+    entries = _waiting_entries()
+    called, unknown = None, False   # the library function the thread's own code called
     while own is not None and own.f_code.co_filename in library:
-        own = own.f_back
+        unknown = unknown or own.f_code not in entries   # Barrier.wait: counted in already
+        called, own = own, own.f_back
+    if unknown:
+        name = getattr(called.f_code, "co_qualname", called.f_code.co_name)
+        return f"it waits in {name}(), which a restart would enter again"
     chain = []    # the thread's own frames, innermost first, down to threading's
     while own is not None and own.f_code.co_filename not in library:
         chain.append(own)
@@ -170,6 +176,16 @@ def _waiting_condition(thread, frame):
         if why is not None:
             return why
     return condition
+
+
+def _waiting_entries():
+    """The codes of threading's and queue's functions that have done nothing yet
+    while they wait on their Condition: called again, they wait again."""
+    threading, queue = sys.modules["threading"], sys.modules.get("queue")
+    functions = [threading.Condition.wait_for, threading.Event.wait, threading.Semaphore.acquire]
+    if queue is not None:
+        functions += [queue.Queue.get, queue.Queue.put, queue.Queue.join]
+    return {getattr(f, "__code__", None) for f in functions}
 
 
 _NOT_WAITING = "it is not waiting on a Condition, Event or Queue"

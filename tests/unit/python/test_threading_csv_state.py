@@ -259,6 +259,12 @@ def _stuck_in(kind, stop, q):
             item = q.get()
             batch.append(item)
 
+    barrier = threading.Barrier(2)
+
+    def at_barrier():
+        while True:
+            barrier.wait()
+
     def set_up_once():
         wait = 600
         while True:
@@ -301,6 +307,7 @@ def test_a_tensorboard_shaped_worker_is_held_saved_and_started_again():
     ("in_handler", "in_handler() waits in a handler, else or finally block (line {})"),
     ("carried", "its loop keeps batch in locals"),
     ("set_up_once", "its loop keeps wait in locals"),
+    ("at_barrier", "it waits in Barrier.wait(), which a restart would enter again"),
 ])
 def test_a_thread_waiting_where_a_restart_would_not_be_is_refused_saying_why(kind, why):
     import inspect
