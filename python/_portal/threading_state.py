@@ -124,6 +124,8 @@ SETTLE_SECONDS = 0.5
 SETTLE_POLL_SECONDS = 0.001
 # Threads rebuilt by the restore, started by restore_process() once all is loaded.
 _TO_START = []
+# Threads that had ended, started on nothing and joined by restore_process().
+_TO_FINISH = []
 _LIBRARY = ("threading", "queue")
 
 
@@ -276,28 +278,61 @@ def _thread_fields():
     return frozenset(vars(threading.Thread()).keys())
 
 
-def _rb_thread(cls, init, own):
+def _rb_thread(cls, init, own, life="restart"):
+    """A new thread of the saved class: started once the whole state is restored
+    ("restart"), left unstarted ("new"), or started on nothing and joined there
+    ("finished": join() returns, is_alive() is false, start() refuses, as after
+    the program's own thread ended)."""
     import threading
     thread = cls.__new__(cls)
     threading.Thread.__init__(thread, **init)
     thread.__dict__.update(own)
-    _TO_START.append(thread)
+    if life == "restart":
+        _TO_START.append(thread)
+    elif life == "finished":
+        _TO_FINISH.append(thread)
     return thread
+
+
+def _rb_main_thread():
+    import threading
+    return threading.main_thread()
+
+
+def _life(thread):
+    """"new" for a thread never started, "finished" for one that has ended, else
+    None."""
+    started = getattr(thread, "_started", None)
+    if thread.ident is None and started is not None and not started.is_set():
+        return "new"
+    if thread.ident is not None and not thread.is_alive():
+        return "finished"
+    return None
 
 
 def _reduce_thread(thread):
     from _portal.reducers import _Refuse
-    if not _held(thread):
-        why = _NOT_RESTARTABLE.get(thread.ident, "it is not started" if thread.ident is None
-                                   else "it is not waiting")
+    threading = sys.modules["threading"]
+    if thread is threading.main_thread():
+        return (_rb_main_thread, ())
+    life = "restart" if _held(thread) else _life(thread)
+    if life is None:
+        why = _NOT_RESTARTABLE.get(thread.ident, "it is not waiting")
         raise _Refuse(f"a thread ({thread.name}) cannot be saved: its frames run outside the loop "
                       f"and it cannot be started again where it is ({why})")
-    _SAVED.add(id(thread))
+    if life == "restart":
+        _SAVED.add(id(thread))
     internal = _thread_fields()
-    init = {"target": thread._target, "name": thread.name, "args": thread._args,
-            "kwargs": thread._kwargs, "daemon": thread.daemon}
+    # an ended Thread.run deletes its target and arguments
+    init = {"target": getattr(thread, "_target", None), "name": thread.name,
+            "args": getattr(thread, "_args", ()), "kwargs": getattr(thread, "_kwargs", {}),
+            "daemon": thread.daemon}
     own = {k: v for k, v in vars(thread).items() if k not in internal}
-    return (_rb_thread, (type(thread), init, own))
+    return (_rb_thread, (type(thread), init, own, life))
+
+
+def _nothing():
+    pass
 
 
 def capture_process():
@@ -306,6 +341,14 @@ def capture_process():
 
 
 def restore_process(_saved):
+    while _TO_FINISH:
+        thread = _TO_FINISH.pop(0)
+        thread.run = _nothing      # the instance's run, not its class's: it did run
+        try:
+            thread.start()
+            thread.join()
+        finally:
+            del thread.run
     while _TO_START:
         _TO_START.pop(0).start()
 

@@ -79,6 +79,7 @@ def test_a_training_loop_logging_to_an_event_file_resumes_bit_for_bit(work, tmp_
     assert first.stdout + second.stdout == out
     assert b"step 13 worker alive True\n" in (second.stdout if step < 13 else first.stdout)
     assert b"worker alive after close False threads 1\n" in second.stdout
+    assert b"warm-up worker alive False records 2\n" in second.stdout   # its thread had ended
     records = tbwriter.read_records(work / EVENTS)
     assert records == tbwriter.read_records_of(events)
     assert len(records) == 22 and records[0] == b"brain.Event:2"

@@ -31,11 +31,18 @@ def train(writer, steps=20):
     return model
 
 
+# a first writer closed before training: the state holds its ended worker too
+warmup = tbwriter.WRITERS[os.environ.get("TB_WRITER", "subclass")]("warmup")
+warmup.add_scalar("warmup/lr", 0.05, 0)
+warmup.close()
 writer = tbwriter.WRITERS[os.environ.get("TB_WRITER", "subclass")]("runs")
 model = train(writer)
 writer.add_scalar("final/bias", float(model[2].bias.item()), 20)
 writer.close()
 print("worker alive after close", writer.worker.is_alive(), "threads", threading.active_count())
+warmup.worker.join()
+print("warm-up worker alive", warmup.worker.is_alive(), "records",
+      len(tbwriter.read_records(os.path.join("warmup", "events.out.tfevents"))))
 records = tbwriter.read_records(os.path.join("runs", "events.out.tfevents"))
 print("records", len(records), hashlib.sha256(b"".join(records)).hexdigest())
 for record in records[1:]:

@@ -59,12 +59,43 @@ def test_an_rlock_another_thread_holds_is_restored_free():
 
 
 def test_a_thread_is_refused_naming_it():
-    t = threading.Thread(target=print, name="flusher")
-    with pytest.raises(reducers.Unsaveable) as e:
-        round_trip({"box": [t]})
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, name="flusher")
+    t.start()
+    try:
+        with pytest.raises(reducers.Unsaveable) as e:
+            round_trip({"box": [t]})
+    finally:
+        stop.set()
+        t.join()
     assert str(e.value) == ("state['box'][0] (threading.Thread): a thread (flusher) cannot be saved: "
                             "its frames run outside the loop and it cannot be started again where "
-                            "it is (it is not started)")
+                            "it is (it is not waiting)")
+
+
+def test_threads_never_started_ended_or_the_main_one_are_saved_as_such():
+    """A writer made but not started yet, or closed (its thread ended), holds a
+    thread with no frames to lose."""
+    from _portal import threading_state
+    out = []
+    new = threading.Thread(target=out.append, args=("new",), name="later", daemon=True)
+    ended = threading.Thread(target=out.append, args=("ended",), name="ended")
+    ended.start()
+    ended.join()
+    s = round_trip({"new": new, "ended": ended, "main": threading.main_thread(), "out": out})
+    threading_state.restore_process(True)
+    assert s["main"] is threading.main_thread()
+    restored = s["ended"]
+    assert restored.name == "ended" and not restored.is_alive() and restored.ident is not None
+    restored.join()
+    with pytest.raises(RuntimeError, match="threads can only be started once"):
+        restored.start()
+    assert "run" not in vars(restored)
+    later = s["new"]
+    assert later.ident is None and later.daemon and later.name == "later"
+    later.start()
+    later.join()
+    assert s["out"] == ["ended", "new"] and out == ["ended"]   # the restored list, by its target
 
 
 class Flusher:
