@@ -13,8 +13,11 @@ their source.  Each frame must be at a call reached from its function's start by
   * on the way to it from the function's start there are only `while` loops, `if`
     and `try` statements (in their bodies: not waiting in a handler, an `else` or a
     `finally`), with plain tests, and before it in each block only assignments of
-    plain expressions to local names (and `pass`, a docstring).  No `with` (a lock
-    the thread holds there would be lost), no `for` (its iterator's place would be);
+    plain expressions to local names (and `pass`, a docstring).  No `for` (its
+    iterator's place would be lost), no `with` (a lock held there would be) but
+    `with COND:` on the very Condition waited on, or its lock, as in `with
+    self._cond: while not self._items: self._cond.wait()`: its lock is let go
+    while the thread waits, and a restart takes it again;
   * plain expressions: names, constants, attribute reads, subscripts, operators,
     comparisons, conditional expressions, tuples and lists of those, and calls of
     the clocks (`time.time()`, `monotonic()`, `perf_counter()` and their `_ns`) or
@@ -147,11 +150,48 @@ def _within(node, line):
     return node.lineno <= line <= (node.end_lineno or node.lineno)
 
 
+def _entered(name, line):
+    return f"{name}() waits inside a with statement (line {line}): what it entered would be lost"
+
+
+def _chain(node):
+    """`self._cond` as ("self", "_cond")."""
+    names = []
+    while isinstance(node, ast.Attribute):
+        names.append(node.attr)
+        node = node.value
+    return (node.id, *reversed(names))
+
+
+def _resolve(frame, chain):
+    from _portal import frame_locals
+    missing = object()
+    value = frame_locals.value(frame, chain[0], missing)
+    if value is missing:
+        value = frame.f_globals.get(chain[0], missing)
+    for attr in chain[1:]:
+        if value is missing:
+            break
+        try:
+            value = getattr(value, attr)
+        except Exception:
+            value = missing
+    return None if value is missing else value
+
+
+def _line_of(code, offset):
+    for start, end, line in code.co_lines():
+        if start <= offset < end:
+            return line
+    return None
+
+
 def _path(function, line, offset, name):
     """(names assigned on the path inside the innermost loop around the wait, or in
-    the body when none is) or why not (str)."""
+    the body when none is; the (line, name chain) of each `with` on it) or why not
+    (str)."""
     block = function.body
-    assigned = set()
+    assigned, entered = set(), []
     while True:
         current = next((s for s in block if _within(s, line - offset)), None)
         if current is None:
@@ -165,7 +205,7 @@ def _path(function, line, offset, name):
         at = line - offset
         if isinstance(current, ast.While):
             if _within(current.test, at):   # at the loop's head: nothing computed anew
-                return set() if _waiting_expression(current.test) else \
+                return (set(), entered) if _waiting_expression(current.test) else \
                     f"{name}() waits in its loop's condition, which does more than wait"
             if not _plain(current.test):
                 return f"{name}()'s loop condition at line {current.lineno + offset} does more than read"
@@ -174,7 +214,7 @@ def _path(function, line, offset, name):
             block, assigned = current.body, set()   # each iteration computes them anew
         elif isinstance(current, ast.If):
             if _within(current.test, at):
-                return assigned if _waiting_expression(current.test) else \
+                return (assigned, entered) if _waiting_expression(current.test) else \
                     f"{name}() waits in an if's condition, which does more than wait"
             if not _plain(current.test):
                 return f"{name}()'s condition at line {current.lineno + offset} does more than read"
@@ -183,29 +223,36 @@ def _path(function, line, offset, name):
             if not any(_within(s, at) for s in current.body):
                 return f"{name}() waits in a handler, else or finally block (line {line})"
             block = current.body
+        elif isinstance(current, ast.With) and len(current.items) == 1 \
+                and current.items[0].optional_vars is None \
+                and _attribute_chain(current.items[0].context_expr):
+            # `with self._cond:` around the wait: sound only if it is the Condition
+            # waited on (its lock is let go while it waits), checked on the frame
+            entered.append((current.lineno + offset, _chain(current.items[0].context_expr)))
+            block = current.body
         elif isinstance(current, (ast.With, ast.AsyncWith)):
-            return (f"{name}() waits inside a with statement (line {current.lineno + offset}): "
-                    f"what it entered would be lost")
+            return _entered(name, current.lineno + offset)
         elif isinstance(current, (ast.For, ast.AsyncFor)):
             return (f"{name}() waits inside a for loop (line {current.lineno + offset}): "
                     f"its place in the loop would be lost")
         elif isinstance(current, ast.Expr) or isinstance(current, ast.Return):
             if current.value is None or not _waiting_expression(current.value):
                 return f"{name}() waits in line {line}, which does more than wait"
-            return assigned
+            return assigned, entered
         elif isinstance(current, ast.Assign):
             targets_ok = all(isinstance(t, (ast.Name, ast.Attribute)) and
                              (isinstance(t, ast.Name) or _plain(t.value)) for t in current.targets)
             if not targets_ok or not _waiting_expression(current.value):
                 return f"{name}() waits in line {line}, which does more than wait"
-            return assigned
+            return assigned, entered
         else:
             return f"{name}() waits in line {line}, which does more than wait"
 
 
-def why_not_restartable(frame, arguments_only=False):
+def why_not_restartable(frame, condition):
     """Why running this frame's function again from its start would not bring it
-    back to the call it is in (str), or None."""
+    back to the call it is in (str), or None; `condition`: the Condition the
+    thread waits on."""
     from _portal import codemap
     code = frame.f_code
     name = code.co_name
@@ -220,12 +267,23 @@ def why_not_restartable(frame, arguments_only=False):
     found = _PATHS[key]
     if isinstance(found, str):
         return found
+    found, entered = found
+    for at_line, chain in entered:
+        context = _resolve(frame, chain)
+        if context is None or (context is not condition
+                               and context is not getattr(condition, "_lock", None)):
+            return _entered(name, at_line)
     arguments = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount
                                      + bool(code.co_flags & inspect.CO_VARARGS)
                                      + bool(code.co_flags & inspect.CO_VARKEYWORDS)])
     # f_lasti may point into the caches of the CALL the thread waits in
     at = max(i.offset for i in codemap.instructions(code) if i.offset <= frame.f_lasti)
-    live = codemap.live_locals_at(code, at) - arguments - found
+    # a Condition's __exit__ never swallows an error: what follows its block is
+    # not reached from the wait that way
+    lines = {at_line for at_line, _ in entered}
+    never_suppress = [w.before_with for w in codemap.with_sites(code)
+                      if _line_of(code, w.before_with) in lines] if lines else ()
+    live = codemap.live_locals_at(code, at, never_suppress) - arguments - found
     if live:
         return f"its loop keeps {', '.join(sorted(live))} in locals"
     return None

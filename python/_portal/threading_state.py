@@ -174,7 +174,7 @@ def _waiting_condition(thread, frame):
         return "it waits outside its own function"
     from _portal import thread_restart
     for own in chain:
-        why = thread_restart.why_not_restartable(own)
+        why = thread_restart.why_not_restartable(own, condition)
         if why is not None:
             return why
     return condition
@@ -213,7 +213,10 @@ def freeze():
         frames = sys._current_frames()
         busy = []
         for thread in waiting:
-            why = _hold(thread, frames.get(thread.ident))
+            try:
+                why = _hold(thread, frames.get(thread.ident))
+            except Exception as error:   # a shape the analysis does not know: not held
+                why = f"its frames could not be read ({type(error).__name__}: {error})"
             if why is not None:
                 _NOT_RESTARTABLE[thread.ident] = why
                 if why in _TRANSIENT:
@@ -226,15 +229,20 @@ def freeze():
 
 
 def _hold(thread, frame):
-    """Take the lock of the Condition the thread waits on at its loop's head; None
-    when held, else why not."""
+    """Take the lock of the Condition the thread waits on where a restart would
+    bring it; None when held, else why not."""
     found = _waiting_condition(thread, frame)
     if isinstance(found, str):
         return found
     lock = getattr(found, "_lock", None)
     if lock is None or not lock.acquire(timeout=HOLD_TIMEOUT_SECONDS):
         return "its condition's lock stayed taken"
-    if isinstance(_waiting_condition(thread, sys._current_frames().get(thread.ident)), str):
+    try:
+        again = _waiting_condition(thread, sys._current_frames().get(thread.ident))
+    except BaseException:
+        lock.release()
+        raise
+    if again is not found:
         lock.release()   # it left its wait before the lock was taken
         return "it did not stay waiting"
     _HELD[id(lock)] = (lock, thread)

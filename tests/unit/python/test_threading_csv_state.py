@@ -259,6 +259,58 @@ class Worker(threading.Thread):
                 self.next_flush = time.time() + 60
 
 
+class Batcher:
+    """A worker as people write one by hand: records in a list under a Condition,
+    the worker waiting inside `with self.cond:` until there are some."""
+
+    def __init__(self):
+        self.cond, self.items, self.written, self.closed = threading.Condition(), [], [], False
+        self.thread = threading.Thread(target=self._run, name="batcher", daemon=True)
+        self.thread.start()
+
+    def add(self, item):
+        with self.cond:
+            self.items.append(item)
+            self.cond.notify()
+
+    def _run(self):
+        while True:
+            with self.cond:
+                while not self.items and not self.closed:
+                    self.cond.wait()
+                if self.closed and not self.items:
+                    return
+                batch, self.items = self.items, []
+            self.written.extend(batch)
+
+    def close(self):
+        with self.cond:
+            self.closed = True
+            self.cond.notify()
+        self.thread.join()
+
+
+def test_a_worker_waiting_inside_with_its_condition_is_held_saved_and_started_again():
+    from _portal import threading_state
+    b = Batcher()
+    b.add("a")
+    _wait_until(lambda: b.written == ["a"])
+    time.sleep(0.02)
+    threading_state.freeze()
+    try:
+        b.items.append("b")         # added while it is held: it cannot take it
+        s = round_trip({"b": b})
+    finally:
+        threading_state.thaw()
+    restored = s["b"]
+    assert restored.written == ["a"] and restored.items == ["b"]
+    threading_state.restore_process(True)
+    restored.add("c")
+    restored.close()
+    assert restored.written == ["a", "b", "c"] and not restored.thread.is_alive()
+    b.close()
+
+
 def _stuck_in(kind, stop, q):
     """A thread function waiting on `q` in a place a restart would not be."""
     lock = threading.Lock()
