@@ -6,16 +6,19 @@
 | `threading.RLock()` (`_thread.RLock`) | its owner's count, when the main thread owns it | a new RLock acquired that many times by the main thread; one another thread held is restored free |
 | `threading.Condition` | its lock and class dict, no waiters | the same, with no thread waiting |
 | `threading.Event`, `Semaphore`, `BoundedSemaphore` | their condition and flag/value (plain Python objects) | the same |
-| `threading.Thread` waiting at the head of its loop (below) | its class, target, arguments, name, daemon flag and its own attributes | a new thread of that class, started once the whole state is restored: its function runs again from its start, which is where it was |
-| any other `threading.Thread` | never | refused: a running thread's frames cannot be saved |
+| `threading.Thread` waiting where a restart would bring it (below) | its class, target, arguments, name, daemon flag and its own attributes | a new thread of that class, started once the whole state is restored: its function runs again from its start, to the same wait |
+| a `threading.Thread` never started | the same | a new thread of that class, not started |
+| a `threading.Thread` that has ended | the same | a new thread of that class, started on nothing and joined: `join()` returns, `is_alive()` is false, `start()` refuses |
+| the main thread | a reference | the new process's main thread |
+| any other `threading.Thread` | never | refused, saying why: a running thread's frames cannot be saved |
 
 The capture runs in the main thread (other threads decline, suspend.py), with
 the program's other threads still running: a lock that the main thread holds
 where the loop continues (`with lock:` around the loop) must be held again, or
 the block's exit would fail.  A plain Lock does not know its holder: one that
 another thread held at that moment is restored held too (no thread is restored
-to release it); an RLock knows, and is restored free.  A thread object is
-refused, naming it, unless it is *restartable*.
+to release it); an RLock knows, and is restored free.  A running thread is
+refused, naming it and why, unless it is *restartable*.
 
 **Restartable threads** (a TensorBoard-style writer's flush thread: an open event
 file, a lock, a queue and an Event, as `torch.utils.tensorboard` and makemore's
@@ -25,14 +28,20 @@ decide.py's trial), each other thread is looked at (its frames:
 sys._current_frames) and is restartable when
 
   * its innermost frame is `threading.Condition.wait` (Event.wait and Queue.get
-    wait there), called through threading's and queue's frames only from the
-    thread's own function (its target, or its class's `run`), which
-  * is one `while` statement (a docstring before it allowed), the thread waiting in
-    the loop's condition or in the first statement of its body (through `try`),
-    with no local but its arguments live there (codemap's liveness).
+    wait there), called through threading's and queue's functions that have done
+    nothing yet while they wait (Condition.wait/wait_for, Event.wait,
+    Semaphore.acquire, Queue.get/put/join; not Barrier.wait, which has counted
+    the thread in), from the thread's own frames: its function (its target, or
+    its class's `run`) and what that called, down to the wait;
+  * each of those frames is at a call reached from its function's start by a path
+    that changes nothing but its locals, and every local read after the call is
+    its argument or computed again on that path in the same iteration
+    (thread_restart.py says exactly what passes: tensorboard's
+    `_AsyncWriterThread`, whose `_run()` computes its wait from its next flush
+    time and waits in `queue.get(True, wait)` inside a `try`, does).
 
-Its function run again from its start is then where it is: the loop's head, the
-same arguments, nothing of the loop's past kept in locals.  The thread is held
+Its function run again from its start then comes to the same wait, with the
+locals computed again.  The thread is held
 there while the state is saved: the condition's lock is taken (the thread cannot
 leave wait() without it), so the queue it would empty, the file it would write
 and the objects it would change are saved as one moment's; the lock is saved as
@@ -41,7 +50,9 @@ the job is suspended the process ends with the thread still held.  At the resume
 a new thread is made (Thread.__init__ with the saved target, arguments, name and
 daemon flag, then the thread's own attributes: a subclass's queue, writer ...)
 and started after everything else is restored.  Not restartable: a thread in
-`time.sleep()` (nothing can hold it), busy, or waiting elsewhere in its loop.
+`time.sleep()` (nothing can hold it), busy for longer than SETTLE_SECONDS, or
+waiting where a restart would not bring it (the reason names the line or the
+local: `its loop keeps batch in locals`).
 """
 import sys
 import time
@@ -113,7 +124,7 @@ def _reduce_condition(cond):
 
 # --- threads ---------------------------------------------------------------------------
 
-# id(lock) -> (lock, thread) for the condition locks freeze() took.
+# id(lock) -> (lock, [threads held by it]) for the condition locks freeze() took.
 _HELD = {}
 # How long freeze() waits for a waiting thread's condition lock (the thread holds it
 # only between two waits: microseconds; the program's main thread is in the rescue).
@@ -235,6 +246,14 @@ def _hold(thread, frame):
     if isinstance(found, str):
         return found
     lock = getattr(found, "_lock", None)
+    if lock is not None and id(lock) in _HELD:
+        # another thread waiting on the same Condition is held by it: this one
+        # cannot leave its wait either, if it is still there
+        if _waiting_condition(thread, sys._current_frames().get(thread.ident)) is not found:
+            return "it did not stay waiting"
+        _HELD[id(lock)][1].append(thread)
+        _NOT_RESTARTABLE.pop(thread.ident, None)
+        return None
     if lock is None or not lock.acquire(timeout=HOLD_TIMEOUT_SECONDS):
         return "its condition's lock stayed taken"
     try:
@@ -245,7 +264,7 @@ def _hold(thread, frame):
     if again is not found:
         lock.release()   # it left its wait before the lock was taken
         return "it did not stay waiting"
-    _HELD[id(lock)] = (lock, thread)
+    _HELD[id(lock)] = (lock, [thread])
     _NOT_RESTARTABLE.pop(thread.ident, None)
     return None
 
@@ -253,8 +272,8 @@ def _hold(thread, frame):
 def thaw(keep=()):
     """Give back the locks freeze() took: the threads go on (the loop declined), but
     for those whose ids are in `keep`."""
-    for key, (lock, thread) in list(_HELD.items()):
-        if id(thread) in keep:
+    for key, (lock, threads) in list(_HELD.items()):
+        if any(id(thread) in keep for thread in threads):
             continue
         del _HELD[key]
         try:
@@ -278,7 +297,7 @@ _NOT_RESTARTABLE = {}   # thread ident -> why it is not restartable (freeze())
 
 
 def _held(thread):
-    return any(t is thread for _, t in _HELD.values())
+    return any(t is thread for _, threads in _HELD.values() for t in threads)
 
 
 def _thread_fields():

@@ -311,6 +311,34 @@ def test_a_worker_waiting_inside_with_its_condition_is_held_saved_and_started_ag
     b.close()
 
 
+def test_two_workers_waiting_on_one_queue_are_both_held_and_started_again():
+    import queue
+    from _portal import threading_state
+    q, written = queue.Queue(), []
+    workers, stop = [Worker(q, written) for _ in range(2)], object()
+    for w in workers:
+        w.stop_signal = stop    # either takes either's stop
+        w.start()
+    time.sleep(0.05)
+    threading_state.freeze()
+    try:
+        assert all(threading_state._held(w) for w in workers)
+        s = round_trip({"w": workers})
+    finally:
+        threading_state.thaw()
+    threading_state.restore_process(True)
+    restored = s["w"]
+    assert all(w.is_alive() for w in restored)
+    for item in "abcd":
+        restored[0].queue.put(item)
+    _wait_until(lambda: sorted(restored[0].written) == list("abcd"))
+    assert restored[0].stop_signal is restored[1].stop_signal
+    for w in restored + workers:
+        w.queue.put(w.stop_signal)
+    for w in restored + workers:
+        w.join()
+
+
 def _stuck_in(kind, stop, q):
     """A thread function waiting on `q` in a place a restart would not be."""
     lock = threading.Lock()
