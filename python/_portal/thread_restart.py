@@ -99,25 +99,35 @@ def _plain(node):
 
 
 def _waiting_expression(node):
-    """The expression the thread waits in: calls of names or of their attributes
-    with plain arguments, a conditional choosing between such, or a plain test
-    around one (`not stop.wait(0.1)`)."""
+    """The expression the thread waits in: one call of a name or of its attributes
+    with plain arguments, maybe chosen by a conditional, maybe in a plain test (`not
+    stop.wait(0.1)`); never two such calls on one way through it (the first would
+    run again)."""
+    calls = _calls(node)
+    return calls is not None and calls <= 1
+
+
+def _calls(node):
+    """How many calls that are not plain one evaluation of `node` makes at most,
+    or None if it is not made of plain parts and such calls."""
+    if _plain(node):
+        return 0
     if isinstance(node, ast.Call):
-        return _attribute_chain(node.func) and all(_plain(a) for a in node.args) and \
+        plain_arguments = all(_plain(a) for a in node.args) and \
             all(_plain(k.value) for k in node.keywords)
+        return 1 if _attribute_chain(node.func) and plain_arguments else None
     if isinstance(node, ast.IfExp):
-        return _plain(node.test) and _either(node.body) and _either(node.orelse)
-    if isinstance(node, ast.UnaryOp):
-        return _either(node.operand)
-    if isinstance(node, ast.BoolOp):
-        return all(_either(v) for v in node.values)
-    if isinstance(node, ast.Compare):
-        return _either(node.left) and all(_either(c) for c in node.comparators)
-    return False
-
-
-def _either(node):
-    return _plain(node) or _waiting_expression(node)
+        if not _plain(node.test):
+            return None
+        body, orelse = _calls(node.body), _calls(node.orelse)
+        return None if body is None or orelse is None else max(body, orelse)
+    parts = (node.operand,) if isinstance(node, ast.UnaryOp) else \
+        tuple(node.values) if isinstance(node, ast.BoolOp) else \
+        (node.left, *node.comparators) if isinstance(node, ast.Compare) else None
+    if parts is None:
+        return None
+    counts = [_calls(p) for p in parts]
+    return None if None in counts else sum(counts)
 
 
 def _attribute_chain(node):

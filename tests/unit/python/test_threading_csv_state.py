@@ -353,6 +353,10 @@ def _stuck_in(kind, stop, q):
             print("", end="")
             q.get()
 
+    def two_calls():
+        while True:
+            data = print("", end="") or q.get()
+
     def for_loop():
         for _ in range(10 ** 9):
             q.get()
@@ -414,6 +418,7 @@ def test_a_tensorboard_shaped_worker_is_held_saved_and_started_again():
 @pytest.mark.parametrize("kind,why", [
     ("with_lock", "with_lock() waits inside a with statement (line {}): what it entered would be lost"),
     ("work_first", "work_first() runs line {} before it waits, which a restart would run again"),
+    ("two_calls", "two_calls() waits in line {}, which does more than wait"),
     ("for_loop", "for_loop() waits inside a for loop (line {}): its place in the loop would be lost"),
     ("in_handler", "in_handler() waits in a handler, else or finally block (line {})"),
     ("carried", "its loop keeps batch in locals"),
@@ -429,6 +434,7 @@ def test_a_thread_waiting_where_a_restart_would_not_be_is_refused_saying_why(kin
     lines, first = inspect.getsourcelines(fn)
     # the line the reason names: the statement around the wait, or the one before it
     marks = {"with_lock": "with lock", "work_first": "print(", "for_loop": "for _",
+             "two_calls": "or q.get()",
              "in_handler": "q.get()"}
     line = next((first + i for i, text in enumerate(lines) if marks.get(kind, "\0") in text), None)
     t = threading.Thread(target=fn, name=kind, daemon=True)
