@@ -6,16 +6,19 @@
 | `threading.RLock()` (`_thread.RLock`) | its owner's count, when the main thread owns it | a new RLock acquired that many times by the main thread; one another thread held is restored free |
 | `threading.Condition` | its lock and class dict, no waiters | the same, with no thread waiting |
 | `threading.Event`, `Semaphore`, `BoundedSemaphore` | their condition and flag/value (plain Python objects) | the same |
-| `threading.Thread` waiting at the head of its loop (below) | its class, target, arguments, name, daemon flag and its own attributes | a new thread of that class, started once the whole state is restored: its function runs again from its start, which is where it was |
-| any other `threading.Thread` | never | refused: a running thread's frames cannot be saved |
+| `threading.Thread` waiting where a restart would bring it (below) | its class, target, arguments, name, daemon flag and its own attributes | a new thread of that class, started once the whole state is restored: its function runs again from its start, to the same wait |
+| a `threading.Thread` never started | the same | a new thread of that class, not started |
+| a `threading.Thread` that has ended | the same | a new thread of that class, started on nothing and joined: `join()` returns, `is_alive()` is false, `start()` refuses |
+| the main thread | a reference | the new process's main thread |
+| any other `threading.Thread` | never | refused, saying why: a running thread's frames cannot be saved |
 
 The capture runs in the main thread (other threads decline, suspend.py), with
 the program's other threads still running: a lock that the main thread holds
 where the loop continues (`with lock:` around the loop) must be held again, or
 the block's exit would fail.  A plain Lock does not know its holder: one that
 another thread held at that moment is restored held too (no thread is restored
-to release it); an RLock knows, and is restored free.  A thread object is
-refused, naming it, unless it is *restartable*.
+to release it); an RLock knows, and is restored free.  A running thread is
+refused, naming it and why, unless it is *restartable*.
 
 **Restartable threads** (a TensorBoard-style writer's flush thread: an open event
 file, a lock, a queue and an Event, as `torch.utils.tensorboard` and makemore's
@@ -25,14 +28,20 @@ decide.py's trial), each other thread is looked at (its frames:
 sys._current_frames) and is restartable when
 
   * its innermost frame is `threading.Condition.wait` (Event.wait and Queue.get
-    wait there), called through threading's and queue's frames only from the
-    thread's own function (its target, or its class's `run`), which
-  * is one `while` statement (a docstring before it allowed), the thread waiting in
-    the loop's condition or in the first statement of its body (through `try`),
-    with no local but its arguments live there (codemap's liveness).
+    wait there), called through threading's and queue's functions that have done
+    nothing yet while they wait (Condition.wait/wait_for, Event.wait,
+    Semaphore.acquire, Queue.get/put/join; not Barrier.wait, which has counted
+    the thread in), from the thread's own frames: its function (its target, or
+    its class's `run`) and what that called, down to the wait;
+  * each of those frames is at a call reached from its function's start by a path
+    that changes nothing but its locals, and every local read after the call is
+    its argument or computed again on that path in the same iteration
+    (thread_restart.py says exactly what passes: tensorboard's
+    `_AsyncWriterThread`, whose `_run()` computes its wait from its next flush
+    time and waits in `queue.get(True, wait)` inside a `try`, does).
 
-Its function run again from its start is then where it is: the loop's head, the
-same arguments, nothing of the loop's past kept in locals.  The thread is held
+Its function run again from its start then comes to the same wait, with the
+locals computed again.  The thread is held
 there while the state is saved: the condition's lock is taken (the thread cannot
 leave wait() without it), so the queue it would empty, the file it would write
 and the objects it would change are saved as one moment's; the lock is saved as
@@ -41,7 +50,9 @@ the job is suspended the process ends with the thread still held.  At the resume
 a new thread is made (Thread.__init__ with the saved target, arguments, name and
 daemon flag, then the thread's own attributes: a subclass's queue, writer ...)
 and started after everything else is restored.  Not restartable: a thread in
-`time.sleep()` (nothing can hold it), busy, or waiting elsewhere in its loop.
+`time.sleep()` (nothing can hold it), busy for longer than SETTLE_SECONDS, or
+waiting where a restart would not bring it (the reason names the line or the
+local: `its loop keeps batch in locals`).
 """
 import sys
 import time
@@ -113,7 +124,7 @@ def _reduce_condition(cond):
 
 # --- threads ---------------------------------------------------------------------------
 
-# id(lock) -> (lock, thread) for the condition locks freeze() took.
+# id(lock) -> (lock, [threads held by it]) for the condition locks freeze() took.
 _HELD = {}
 # How long freeze() waits for a waiting thread's condition lock (the thread holds it
 # only between two waits: microseconds; the program's main thread is in the rescue).
@@ -124,6 +135,8 @@ SETTLE_SECONDS = 0.5
 SETTLE_POLL_SECONDS = 0.001
 # Threads rebuilt by the restore, started by restore_process() once all is loaded.
 _TO_START = []
+# Threads that had ended, started on nothing and joined by restore_process().
+_TO_FINISH = []
 _LIBRARY = ("threading", "queue")
 
 
@@ -145,86 +158,59 @@ def _own_code(thread):
 
 
 def _waiting_condition(thread, frame):
-    """The Condition the thread waits on at the head of its loop, or why not (str)."""
+    """The Condition the thread waits on where a restart would bring it, or why not
+    (str)."""
     threading = sys.modules["threading"]
     library = _library_files()
     inner = frame
     if inner is None or inner.f_code is not threading.Condition.wait.__code__:
-        return "it is not waiting on a Condition, Event or Queue"
+        return _NOT_WAITING
     # read in place: the waiting thread's frame is neither written nor kept alive
     condition = frame_locals.value(inner, "self")
     own = inner.f_back
+    entries = _waiting_entries()
+    called, unknown = None, False   # the library function the thread's own code called
     while own is not None and own.f_code.co_filename in library:
+        unknown = unknown or own.f_code not in entries   # Barrier.wait: counted in already
+        called, own = own, own.f_back
+    if unknown:
+        name = getattr(called.f_code, "co_qualname", called.f_code.co_name)
+        return f"it waits in {name}(), which a restart would enter again"
+    chain = []    # the thread's own frames, innermost first, down to threading's
+    while own is not None and own.f_code.co_filename not in library:
+        chain.append(own)
         own = own.f_back
     code = _own_code(thread)
-    if own is None or code is None or own.f_code is not code:
-        return "it waits outside its own function's loop"
-    why = _at_loop_head(code, own)
-    return why if why else condition
+    if not chain or code is None or chain[-1].f_code is not code:
+        return "it waits outside its own function"
+    from _portal import thread_restart
+    for own in chain:
+        why = thread_restart.why_not_restartable(own, condition)
+        if why is not None:
+            return why
+    return condition
 
 
-_LOOPS = {}   # code -> its one while loop's (condition lines, head lines), or why not
+def _waiting_entries():
+    """The codes of threading's and queue's functions that have done nothing yet
+    while they wait on their Condition: called again, they wait again."""
+    threading, queue = sys.modules["threading"], sys.modules.get("queue")
+    functions = [threading.Condition.wait_for, threading.Event.wait, threading.Semaphore.acquire]
+    if queue is not None:
+        functions += [queue.Queue.get, queue.Queue.put, queue.Queue.join]
+    return {getattr(f, "__code__", None) for f in functions}
 
 
-def _one_while_loop(code):
-    """Why `code` is not one while loop (str), or None; its lines in _LOOPS."""
-    if code is None:
-        return "it runs no function of Python's"
-    if code not in _LOOPS:
-        _LOOPS[code] = _loop_lines(code)
-    found = _LOOPS[code]
-    return found if isinstance(found, str) else None
-
-
-def _loop_lines(code):
-    import ast
-    import inspect
-    import textwrap
-    try:
-        lines, first = inspect.getsourcelines(code)
-        tree = ast.parse(textwrap.dedent("".join(lines)))
-    except (OSError, TypeError, SyntaxError):
-        return "its function's source cannot be read"
-    body = tree.body[0].body if tree.body and hasattr(tree.body[0], "body") else []
-    if body and isinstance(body[0], ast.Expr) and isinstance(body[0].value, ast.Constant) \
-            and isinstance(body[0].value.value, str):
-        body = body[1:]
-    if len(body) != 1 or not isinstance(body[0], ast.While):
-        return "its function is more than one while loop"
-    loop = body[0]
-    head = loop.body[0]
-    while isinstance(head, ast.Try) and head.body:
-        head = head.body[0]
-    offset = first - 1
-    return (range(loop.test.lineno + offset, loop.test.end_lineno + offset + 1),
-            range(head.lineno + offset, head.end_lineno + offset + 1))
-
-
-def _at_loop_head(code, frame):
-    """Why running `code` again from its start would not bring it where `frame` is,
-    or None: the function is one while loop, the frame at its condition or the first
-    statement of its body, with only its arguments live."""
-    why = _one_while_loop(code)
-    if why is not None:
-        return why
-    condition_lines, head_lines = _LOOPS[code]
-    if frame.f_lineno not in condition_lines and frame.f_lineno not in head_lines:
-        return "it waits further inside its loop than its head"
-    from _portal import codemap
-    arguments = set(code.co_varnames[:code.co_argcount + code.co_kwonlyargcount])
-    # f_lasti may point into the caches of the CALL the thread waits in
-    at = max(i.offset for i in codemap.instructions(code) if i.offset <= frame.f_lasti)
-    live = codemap.live_locals_at(code, at) - arguments
-    if live:
-        return f"its loop keeps {', '.join(sorted(live))} in locals"
-    return None
+_NOT_WAITING = "it is not waiting on a Condition, Event or Queue"
+# Why a thread is not held that may change while freeze() looks again.
+_TRANSIENT = (_NOT_WAITING, "its condition's lock stayed taken", "it did not stay waiting")
 
 
 def freeze():
     """Hold every restartable thread at its wait (the module's docstring) while the
-    state is saved; why not, for the others (their refusal says it).  A thread whose
-    function is one while loop but that is busy in it (writing a record) is given
-    up to SETTLE_SECONDS to come back to its wait."""
+    state is saved; why not, for the others (their refusal says it).  A thread
+    that is not waiting (busy writing a record) is given up to SETTLE_SECONDS to
+    come back to a wait."""
     threading = sys.modules.get("threading")
     _NOT_RESTARTABLE.clear()
     _SAVED.clear()
@@ -238,10 +224,13 @@ def freeze():
         frames = sys._current_frames()
         busy = []
         for thread in waiting:
-            why = _hold(thread, frames.get(thread.ident))
+            try:
+                why = _hold(thread, frames.get(thread.ident))
+            except Exception as error:   # a shape the analysis does not know: not held
+                why = f"its frames could not be read ({type(error).__name__}: {error})"
             if why is not None:
                 _NOT_RESTARTABLE[thread.ident] = why
-                if _one_while_loop(_own_code(thread)) is None:
+                if why in _TRANSIENT:
                     busy.append(thread)     # may come back to its wait
         del frames
         if not busy or time.monotonic() > deadline:
@@ -251,18 +240,31 @@ def freeze():
 
 
 def _hold(thread, frame):
-    """Take the lock of the Condition the thread waits on at its loop's head; None
-    when held, else why not."""
+    """Take the lock of the Condition the thread waits on where a restart would
+    bring it; None when held, else why not."""
     found = _waiting_condition(thread, frame)
     if isinstance(found, str):
         return found
     lock = getattr(found, "_lock", None)
+    if lock is not None and id(lock) in _HELD:
+        # another thread waiting on the same Condition is held by it: this one
+        # cannot leave its wait either, if it is still there
+        if _waiting_condition(thread, sys._current_frames().get(thread.ident)) is not found:
+            return "it did not stay waiting"
+        _HELD[id(lock)][1].append(thread)
+        _NOT_RESTARTABLE.pop(thread.ident, None)
+        return None
     if lock is None or not lock.acquire(timeout=HOLD_TIMEOUT_SECONDS):
         return "its condition's lock stayed taken"
-    if isinstance(_waiting_condition(thread, sys._current_frames().get(thread.ident)), str):
+    try:
+        again = _waiting_condition(thread, sys._current_frames().get(thread.ident))
+    except BaseException:
+        lock.release()
+        raise
+    if again is not found:
         lock.release()   # it left its wait before the lock was taken
         return "it did not stay waiting"
-    _HELD[id(lock)] = (lock, thread)
+    _HELD[id(lock)] = (lock, [thread])
     _NOT_RESTARTABLE.pop(thread.ident, None)
     return None
 
@@ -270,8 +272,8 @@ def _hold(thread, frame):
 def thaw(keep=()):
     """Give back the locks freeze() took: the threads go on (the loop declined), but
     for those whose ids are in `keep`."""
-    for key, (lock, thread) in list(_HELD.items()):
-        if id(thread) in keep:
+    for key, (lock, threads) in list(_HELD.items()):
+        if any(id(thread) in keep for thread in threads):
             continue
         del _HELD[key]
         try:
@@ -295,7 +297,7 @@ _NOT_RESTARTABLE = {}   # thread ident -> why it is not restartable (freeze())
 
 
 def _held(thread):
-    return any(t is thread for _, t in _HELD.values())
+    return any(t is thread for _, threads in _HELD.values() for t in threads)
 
 
 def _thread_fields():
@@ -303,28 +305,61 @@ def _thread_fields():
     return frozenset(vars(threading.Thread()).keys())
 
 
-def _rb_thread(cls, init, own):
+def _rb_thread(cls, init, own, life="restart"):
+    """A new thread of the saved class: started once the whole state is restored
+    ("restart"), left unstarted ("new"), or started on nothing and joined there
+    ("finished": join() returns, is_alive() is false, start() refuses, as after
+    the program's own thread ended)."""
     import threading
     thread = cls.__new__(cls)
     threading.Thread.__init__(thread, **init)
     thread.__dict__.update(own)
-    _TO_START.append(thread)
+    if life == "restart":
+        _TO_START.append(thread)
+    elif life == "finished":
+        _TO_FINISH.append(thread)
     return thread
+
+
+def _rb_main_thread():
+    import threading
+    return threading.main_thread()
+
+
+def _life(thread):
+    """"new" for a thread never started, "finished" for one that has ended, else
+    None."""
+    started = getattr(thread, "_started", None)
+    if thread.ident is None and started is not None and not started.is_set():
+        return "new"
+    if thread.ident is not None and not thread.is_alive():
+        return "finished"
+    return None
 
 
 def _reduce_thread(thread):
     from _portal.reducers import _Refuse
-    if not _held(thread):
-        why = _NOT_RESTARTABLE.get(thread.ident, "it is not started" if thread.ident is None
-                                   else "it is not waiting")
+    threading = sys.modules["threading"]
+    if thread is threading.main_thread():
+        return (_rb_main_thread, ())
+    life = "restart" if _held(thread) else _life(thread)
+    if life is None:
+        why = _NOT_RESTARTABLE.get(thread.ident, "it is not waiting")
         raise _Refuse(f"a thread ({thread.name}) cannot be saved: its frames run outside the loop "
                       f"and it cannot be started again where it is ({why})")
-    _SAVED.add(id(thread))
+    if life == "restart":
+        _SAVED.add(id(thread))
     internal = _thread_fields()
-    init = {"target": thread._target, "name": thread.name, "args": thread._args,
-            "kwargs": thread._kwargs, "daemon": thread.daemon}
+    # an ended Thread.run deletes its target and arguments
+    init = {"target": getattr(thread, "_target", None), "name": thread.name,
+            "args": getattr(thread, "_args", ()), "kwargs": getattr(thread, "_kwargs", {}),
+            "daemon": thread.daemon}
     own = {k: v for k, v in vars(thread).items() if k not in internal}
-    return (_rb_thread, (type(thread), init, own))
+    return (_rb_thread, (type(thread), init, own, life))
+
+
+def _nothing():
+    pass
 
 
 def capture_process():
@@ -333,6 +368,14 @@ def capture_process():
 
 
 def restore_process(_saved):
+    while _TO_FINISH:
+        thread = _TO_FINISH.pop(0)
+        thread.run = _nothing      # the instance's run, not its class's: it did run
+        try:
+            thread.start()
+            thread.join()
+        finally:
+            del thread.run
     while _TO_START:
         _TO_START.pop(0).start()
 

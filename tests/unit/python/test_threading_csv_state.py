@@ -59,12 +59,43 @@ def test_an_rlock_another_thread_holds_is_restored_free():
 
 
 def test_a_thread_is_refused_naming_it():
-    t = threading.Thread(target=print, name="flusher")
-    with pytest.raises(reducers.Unsaveable) as e:
-        round_trip({"box": [t]})
+    stop = threading.Event()
+    t = threading.Thread(target=stop.wait, name="flusher")
+    t.start()
+    try:
+        with pytest.raises(reducers.Unsaveable) as e:
+            round_trip({"box": [t]})
+    finally:
+        stop.set()
+        t.join()
     assert str(e.value) == ("state['box'][0] (threading.Thread): a thread (flusher) cannot be saved: "
                             "its frames run outside the loop and it cannot be started again where "
-                            "it is (it is not started)")
+                            "it is (it is not waiting)")
+
+
+def test_threads_never_started_ended_or_the_main_one_are_saved_as_such():
+    """A writer made but not started yet, or closed (its thread ended), holds a
+    thread with no frames to lose."""
+    from _portal import threading_state
+    out = []
+    new = threading.Thread(target=out.append, args=("new",), name="later", daemon=True)
+    ended = threading.Thread(target=out.append, args=("ended",), name="ended")
+    ended.start()
+    ended.join()
+    s = round_trip({"new": new, "ended": ended, "main": threading.main_thread(), "out": out})
+    threading_state.restore_process(True)
+    assert s["main"] is threading.main_thread()
+    restored = s["ended"]
+    assert restored.name == "ended" and not restored.is_alive() and restored.ident is not None
+    restored.join()
+    with pytest.raises(RuntimeError, match="threads can only be started once"):
+        restored.start()
+    assert "run" not in vars(restored)
+    later = s["new"]
+    assert later.ident is None and later.daemon and later.name == "later"
+    later.start()
+    later.join()
+    assert s["out"] == ["ended", "new"] and out == ["ended"]   # the restored list, by its target
 
 
 class Flusher:
@@ -178,7 +209,7 @@ def test_a_sleeping_or_busy_thread_is_refused_saying_why():
     threading_state.freeze()
     try:
         for t, why in zip(threads, ["it is not waiting on a Condition, Event or Queue",
-                                    "its function is more than one while loop",
+                                    "its loop keeps n in locals",
                                     "its loop keeps total in locals"]):
             with pytest.raises(reducers.Unsaveable) as e:
                 round_trip({"t": t})
@@ -188,6 +219,235 @@ def test_a_sleeping_or_busy_thread_is_refused_saying_why():
         stop.set()
         for t in threads:
             t.join()
+
+
+class Worker(threading.Thread):
+    """tensorboard's _AsyncWriterThread, shortened: run() calls _run() in a try;
+    _run() computes how long to wait from the clock, sets data to None and waits
+    inside a try and an if, then writes and flushes."""
+
+    def __init__(self, queue, written):
+        threading.Thread.__init__(self, daemon=True)
+        self.queue, self.written, self.next_flush, self.stop_signal = queue, written, 0, object()
+
+    def run(self):
+        try:
+            self._run()
+        except Exception as ex:
+            self.exception = ex
+            raise
+
+    def _run(self):
+        while True:
+            now = time.time()
+            wait = self.next_flush - now
+            data = None
+            try:
+                if wait > 0:
+                    data = self.queue.get(True, wait)
+                else:
+                    data = self.queue.get(False)
+                if data is self.stop_signal:
+                    return
+                self.written.append(data)
+            except Exception:
+                pass
+            finally:
+                if data:
+                    self.queue.task_done()
+            if time.time() > self.next_flush:
+                self.next_flush = time.time() + 60
+
+
+class Batcher:
+    """A worker as people write one by hand: records in a list under a Condition,
+    the worker waiting inside `with self.cond:` until there are some."""
+
+    def __init__(self):
+        self.cond, self.items, self.written, self.closed = threading.Condition(), [], [], False
+        self.thread = threading.Thread(target=self._run, name="batcher", daemon=True)
+        self.thread.start()
+
+    def add(self, item):
+        with self.cond:
+            self.items.append(item)
+            self.cond.notify()
+
+    def _run(self):
+        while True:
+            with self.cond:
+                while not self.items and not self.closed:
+                    self.cond.wait()
+                if self.closed and not self.items:
+                    return
+                batch, self.items = self.items, []
+            self.written.extend(batch)
+
+    def close(self):
+        with self.cond:
+            self.closed = True
+            self.cond.notify()
+        self.thread.join()
+
+
+def test_a_worker_waiting_inside_with_its_condition_is_held_saved_and_started_again():
+    from _portal import threading_state
+    b = Batcher()
+    b.add("a")
+    _wait_until(lambda: b.written == ["a"])
+    time.sleep(0.02)
+    threading_state.freeze()
+    try:
+        b.items.append("b")         # added while it is held: it cannot take it
+        s = round_trip({"b": b})
+    finally:
+        threading_state.thaw()
+    restored = s["b"]
+    assert restored.written == ["a"] and restored.items == ["b"]
+    threading_state.restore_process(True)
+    restored.add("c")
+    restored.close()
+    assert restored.written == ["a", "b", "c"] and not restored.thread.is_alive()
+    b.close()
+
+
+def test_two_workers_waiting_on_one_queue_are_both_held_and_started_again():
+    import queue
+    from _portal import threading_state
+    q, written = queue.Queue(), []
+    workers, stop = [Worker(q, written) for _ in range(2)], object()
+    for w in workers:
+        w.stop_signal = stop    # either takes either's stop
+        w.start()
+    time.sleep(0.05)
+    threading_state.freeze()
+    try:
+        assert all(threading_state._held(w) for w in workers)
+        s = round_trip({"w": workers})
+    finally:
+        threading_state.thaw()
+    threading_state.restore_process(True)
+    restored = s["w"]
+    assert all(w.is_alive() for w in restored)
+    for item in "abcd":
+        restored[0].queue.put(item)
+    _wait_until(lambda: sorted(restored[0].written) == list("abcd"))
+    assert restored[0].stop_signal is restored[1].stop_signal
+    for w in restored + workers:
+        w.queue.put(w.stop_signal)
+    for w in restored + workers:
+        w.join()
+
+
+def _stuck_in(kind, stop, q):
+    """A thread function waiting on `q` in a place a restart would not be."""
+    lock = threading.Lock()
+
+    def with_lock():
+        while True:
+            with lock:
+                q.get()
+
+    def work_first():
+        while True:
+            print("", end="")
+            q.get()
+
+    def two_calls():
+        while True:
+            data = print("", end="") or q.get()
+
+    def for_loop():
+        for _ in range(10 ** 9):
+            q.get()
+
+    def in_handler():
+        while True:
+            try:
+                raise KeyError
+            except KeyError:
+                q.get()
+
+    def carried():
+        batch = []
+        while True:
+            item = q.get()
+            batch.append(item)
+
+    barrier = threading.Barrier(2)
+
+    def at_barrier():
+        while True:
+            barrier.wait()
+
+    def set_up_once():
+        wait = 600
+        while True:
+            q.get(True, wait)
+            wait += 1
+
+    return locals()[kind]
+
+
+def test_a_tensorboard_shaped_worker_is_held_saved_and_started_again():
+    import queue
+    from _portal import threading_state
+    q, written = queue.Queue(10), []
+    worker = Worker(q, written)
+    worker.start()
+    q.put("a")
+    _wait_until(lambda: written == ["a"])
+    time.sleep(0.02)
+    threading_state.freeze()
+    try:
+        q.queue.append("b")             # a record put while it is held
+        q.unfinished_tasks += 1
+        s = round_trip({"w": worker})
+    finally:
+        threading_state.thaw()
+    restored = s["w"]
+    assert restored.written == ["a"] and list(restored.queue.queue) == ["b"]
+    threading_state.restore_process(True)
+    _wait_until(lambda: restored.written == ["a", "b"])
+    restored.queue.put(restored.stop_signal)
+    restored.join()
+    q.put(worker.stop_signal)
+    worker.join()
+
+
+@pytest.mark.parametrize("kind,why", [
+    ("with_lock", "with_lock() waits inside a with statement (line {}): what it entered would be lost"),
+    ("work_first", "work_first() runs line {} before it waits, which a restart would run again"),
+    ("two_calls", "two_calls() waits in line {}, which does more than wait"),
+    ("for_loop", "for_loop() waits inside a for loop (line {}): its place in the loop would be lost"),
+    ("in_handler", "in_handler() waits in a handler, else or finally block (line {})"),
+    ("carried", "its loop keeps batch in locals"),
+    ("set_up_once", "its loop keeps wait in locals"),
+    ("at_barrier", "it waits in Barrier.wait(), which a restart would enter again"),
+])
+def test_a_thread_waiting_where_a_restart_would_not_be_is_refused_saying_why(kind, why):
+    import inspect
+    import queue
+    from _portal import threading_state
+    q, stop = queue.Queue(), threading.Event()
+    fn = _stuck_in(kind, stop, q)
+    lines, first = inspect.getsourcelines(fn)
+    # the line the reason names: the statement around the wait, or the one before it
+    marks = {"with_lock": "with lock", "work_first": "print(", "for_loop": "for _",
+             "two_calls": "or q.get()",
+             "in_handler": "q.get()"}
+    line = next((first + i for i, text in enumerate(lines) if marks.get(kind, "\0") in text), None)
+    t = threading.Thread(target=fn, name=kind, daemon=True)
+    t.start()
+    time.sleep(0.05)
+    threading_state.freeze()
+    try:
+        with pytest.raises(reducers.Unsaveable) as e:
+            round_trip({"t": t})
+        assert str(e.value).endswith(f"cannot be started again where it is ({why.format(line)})"), \
+            str(e.value)
+    finally:
+        threading_state.thaw()
 
 
 def test_csv_writers_keep_writing_to_the_same_file(tmp_path):
