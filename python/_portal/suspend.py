@@ -17,6 +17,8 @@ SUSPENDED_EXIT = SUSPENDED_EXIT_STATUS  # EX_TEMPFAIL: try again later (on a lar
 
 
 def _say(subject, problem):
+    from _portal import lines
+    lines.start()   # on a line of its own, after a progress bar's unfinished line too
     sys.stderr.write(f"portal: {subject}: {problem}\n")
 
 
