@@ -110,3 +110,23 @@ def test_on_a_terminal(tmp_path):
     # (the terminal's own output processing makes the newline \r\n, as for python's)
     assert before == b"\rstep 0 of 6\rstep 1 of 6\rstep 2 of 6\rstep 3 of 6\r\n", outcome.stdout
     assert MARK not in outcome.stdout
+
+
+BIG = """import sys
+import numpy as np
+data = np.ones(1100 << 20, dtype=np.uint8)   # a checkpoint over 1 GiB: its progress is said
+for step in range(3):
+    sys.stderr.write(f"\\rstep {step}"); sys.stderr.flush()
+    data[step] = step + 2
+print(int(data[:4].sum()))
+"""
+
+
+def test_a_long_checkpoints_progress_starts_below_the_line(tmp_path):
+    # on a pipe the checkpoint's progress is one final line, before the report
+    if subprocess.run([PYTHON, "-c", "import numpy"], capture_output=True).returncode:
+        pytest.skip("numpy is not installed")
+    p = run(tmp_path, BIG, fake="prog.py:6@2")
+    assert p.returncode == SUSPENDED, p.stderr.decode()
+    assert p.stderr.startswith(b"\rstep 0\rstep 1\nportal: checkpoint written: "), p.stderr
+    assert MARK not in p.stderr
