@@ -127,18 +127,17 @@ def mem_suggestion(error_text=None, had=None):
     had, whose cap holds what the job had plus the allocation that failed."""
     if had is None:
         had = had_bytes()
+    if had is None:
+        return _UNKNOWN_GIB * GIB, f"{_UNKNOWN_GIB}G"
     request = _failed_request(error_text)
     unit = _UNIT_OF.get(request[1], "G") if request else "G"
     step = _STEPS[unit]
-    if had is None:
-        size = _UNKNOWN_GIB * GIB
-    else:
-        least = 2 * had
-        if request:
-            least = max(least, memory_for(had + request[0]))
-        size = -(-least // step) * step
-        if unit == "G":
-            size = max(size, _LEAST_GIB * GIB)
+    least = 2 * had
+    if request:
+        least = max(least, memory_for(had + request[0]))
+    size = -(-least // step) * step
+    if unit == "G":
+        size = max(size, _LEAST_GIB * GIB)
     return size, f"{size // _SIZES[unit]}{unit}"
 
 
