@@ -30,6 +30,8 @@ def main():
     # The job this run belongs to (portal-run's supervisor made it): never seen by
     # the program, as none of PORTAL_* below.
     _JOB.append(os.environ.pop("PORTAL_JOB_DIR", None))
+    from _portal import lines
+    lines.take(os.environ.pop(lines.VARIABLE, None))   # the supervisor's mark: lines.py
     _check_store()
     _keep_job_lock_to_this_process(os.environ.pop("PORTAL_LOCK_FD", ""))
     _give_back_user_preload(os.environ.pop(USER_PRELOAD_VARIABLE, None))

@@ -32,6 +32,8 @@ listed above, and must not share its generator with the loop's body.
 """
 import sys
 
+from _portal.passthrough import drop_own_frame   # imports nothing but sys (plugins.import_patches)
+
 _DATALOADER = "torch.utils.data.dataloader"
 
 # Iterators unpickled but not yet rebuilt: restore_process() rebuilds them once the
@@ -104,7 +106,11 @@ def _patch(module):
         except Exception:
             self._portal_loader = self._portal_rng_init = None
         self._portal_rng_epoch = self._portal_rng_first = None
-        init(self, loader, *args, **kwargs)
+        try:
+            init(self, loader, *args, **kwargs)
+        except BaseException as exc:
+            drop_own_frame(exc)   # no frame of Portal's in the program's traceback
+            raise
 
     def _reset(self, loader, first_iter=False, *args, **kwargs):
         if not first_iter:  # a persistent-workers iterator starting another epoch
@@ -112,7 +118,11 @@ def _patch(module):
                 self._portal_rng_epoch = snapshot(loader)
             except Exception:
                 self._portal_rng_init = None
-        return reset(self, loader, first_iter, *args, **kwargs)
+        try:
+            return reset(self, loader, first_iter, *args, **kwargs)
+        except BaseException as exc:
+            drop_own_frame(exc)
+            raise
 
     # A single-process iterator's sampler draws its permutation when the first
     # batch is asked for, not when the iterator is made: the program may have drawn
@@ -124,7 +134,11 @@ def _patch(module):
                 self._portal_rng_first = snapshot(loader_of(self))
             except Exception:
                 self._portal_rng_init = None
-        return next_(self)
+        try:
+            return next_(self)
+        except BaseException as exc:   # a Dataset's error, StopIteration at the epoch's end
+            drop_own_frame(exc)
+            raise
 
     for fn, old in ((__init__, init), (_reset, reset), (__next__, next_)):
         fn.__name__, fn.__qualname__, fn.__doc__ = old.__name__, old.__qualname__, old.__doc__

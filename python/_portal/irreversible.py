@@ -15,10 +15,12 @@ loop without marks (one whose body does not call `.backward()`) is not judged.
 Not detected: other in-place changes of parameters or buffers (`p.data.mul_()`
 of the program's own), which no hook sees at a cost a training step can pay.
 
-Imports nothing but sys at the top (plugins.import_patches()); it is imported
-at start-up and only then: the patches and the marks (iteration.py) hold it.
+Imports nothing but sys (and passthrough.py, which imports only sys) at the top
+(plugins.import_patches()); it is imported at start-up and only then: the patches and the marks (iteration.py) hold it.
 """
 import sys
+
+from _portal.passthrough import drop_own_frame   # imports nothing but sys
 
 _SERIAL = [0]      # one count for every event below
 _LAST = []         # [WeakKeyDictionary: optimizer or scheduler -> serial of its last step]
@@ -49,7 +51,11 @@ def _patch_optimizer(module):
 
     def _optimizer_step_code(self):
         _stepped(self)
-        return old(self)
+        try:
+            return old(self)
+        except BaseException as exc:
+            drop_own_frame(exc)   # no frame of Portal's in the program's traceback
+            raise
     _optimizer_step_code.__name__, _optimizer_step_code.__qualname__ = old.__name__, old.__qualname__
     _optimizer_step_code.__doc__, _optimizer_step_code.__wrapped__ = old.__doc__, old
     cls._optimizer_step_code = _optimizer_step_code
@@ -66,7 +72,11 @@ def _patch_schedulers(module):
         old = vars(cls)["step"]
 
         def step(self, *args, _old=old, **kwargs):
-            result = _old(self, *args, **kwargs)
+            try:
+                result = _old(self, *args, **kwargs)
+            except BaseException as exc:
+                drop_own_frame(exc)   # no frame of Portal's in the program's traceback
+                raise
             _stepped(self)
             return result
         step.__name__, step.__qualname__, step.__doc__, step.__wrapped__ = \
@@ -83,11 +93,19 @@ def _patch_batchnorm(module):
     setstate = cls.__setstate__   # nn.Module's, unless the class has its own
 
     def __init__(self, *args, **kwargs):
-        init(self, *args, **kwargs)
+        try:
+            init(self, *args, **kwargs)
+        except BaseException as exc:
+            drop_own_frame(exc)   # no frame of Portal's in the program's traceback
+            raise
         _keep(self)
 
     def __setstate__(self, state):  # rebuilt by a resume (or a copy)
-        setstate(self, state)
+        try:
+            setstate(self, state)
+        except BaseException as exc:
+            drop_own_frame(exc)
+            raise
         _keep(self)
     for fn, old in ((__init__, init), (__setstate__, setstate)):
         fn.__name__, fn.__qualname__, fn.__doc__, fn.__wrapped__ = \

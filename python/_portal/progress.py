@@ -64,6 +64,9 @@ class Progress:
         self.drawn = 0                # characters of the line now on the terminal
         self.last_draw = None
         self.lock = threading.Lock()
+        if self.shown and self.stream is sys.stderr:
+            from _portal import lines
+            lines.start()   # below a progress bar of the program's that left its line unfinished
 
     def advance(self, nbytes):
         """``nbytes`` more were moved (any thread)."""

@@ -31,6 +31,8 @@ _counted = [0]
 
 
 def _say(subject, problem):
+    from _portal import lines
+    lines.start()   # on a line of its own, after a progress bar's unfinished line too
     sys.stderr.write(f"portal: {subject}: {problem}\n")
 
 

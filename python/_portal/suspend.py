@@ -17,6 +17,8 @@ SUSPENDED_EXIT = SUSPENDED_EXIT_STATUS  # EX_TEMPFAIL: try again later (on a lar
 
 
 def _say(subject, problem):
+    from _portal import lines
+    lines.start()   # on a line of its own, after a progress bar's unfinished line too
     sys.stderr.write(f"portal: {subject}: {problem}\n")
 
 
@@ -535,23 +537,26 @@ def _report_and_exit(job, error, point, size):
     loop = point.state.loop
     at = f" at {error.where}" if error.where else ""
     iteration = f", {loop.iteration_text}" if loop.iteration_text else ""
-    _say("suspended", f"{error.text}{at}")
+    retry = getattr(point, "retry", None)
+    # oom.action=retry (retry.py): the job is not left suspended, the supervisor
+    # resumes it at once; every line says so, none says "suspended"
+    subject = "retrying" if retry else "suspended"
+    _say(subject, f"{error.text}{at}")
     short = _what_ran_short(error)
     if short:
-        _say("suspended", short)
+        _say(subject, short)
     preempted = error.reason == "preempted"
     at_safe_point = error.reason in ("preempted", "memory")   # safepoint.py: taken where an iteration starts
-    _say("suspended", f"will continue from the loop at {loop.filename}:{loop.line} in {loop.function}()"
-                      f"{iteration}; " + ("that iteration had not started yet" if at_safe_point
-                                          else "that iteration runs again from its start"))
+    _say(subject, f"will continue from the loop at {loop.filename}:{loop.line} in {loop.function}()"
+                  f"{iteration}; " + ("that iteration had not started yet" if at_safe_point
+                                      else "that iteration runs again from its start"))
     for item in point.will_differ:
-        _say("suspended", f"will differ: {item}")
+        _say(subject, f"will differ: {item}")
     for note in point.notes:
-        _say("suspended", note)
+        _say(subject, note)
     if cut:
-        _say("suspended", "saved as plain tensors, their autograd graph already used by backward(): " +
-                          ", ".join(cut))
-    retry = getattr(point, "retry", None)
+        _say(subject, "saved as plain tensors, their autograd graph already used by backward(): " +
+                      ", ".join(cut))
     if retry:
         _say("retrying", f"job {job.id}, checkpoint {_human_size(size)}: resumed at once in a fresh process "
                          f"(retry {retry['attempt']} of {retry['of']}, oom.action=retry)")

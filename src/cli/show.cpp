@@ -112,7 +112,8 @@ std::string resume_command(const JobView& view) {
         // `portal resume --mem` here refuses more than this machine has: said.
         there = " (this machine has " + format_size(machine) + ": on another one, or with --on slurm)";
     }
-    return "portal resume " + printable(view.job.id) + " --mem " + std::to_string(gib) + there;
+    // In GiB, written as the suspension report writes it (python/_portal/hint.py).
+    return "portal resume " + printable(view.job.id) + " --mem " + std::to_string(gib) + "G" + there;
 }
 
 std::string show_text(const JobView& view, std::time_t now) {

@@ -159,6 +159,50 @@ std::vector<int> OutputTee::fds() const {
     return fds;
 }
 
+bool OutputTee::relays(int fd) const {
+    for (const Pipe& p : pipes_) {
+        for (int target : p.targets) {
+            if (target == fd) return true;
+        }
+    }
+    return false;
+}
+
+std::string OutputTee::unmarked(Pipe& p, const char* buf, std::size_t n) {
+    constexpr std::size_t kMarkSize = sizeof kLineMark - 1;
+    std::string out;
+    out.reserve(n + 1);
+    for (std::size_t i = 0; i < n; ++i) {
+        const char c = buf[i];
+        if (c == kLineMark[p.marked]) {
+            if (++p.marked == kMarkSize) {  // the mark: a newline if the line is unfinished
+                p.marked = 0;
+                if (p.last != '\n') out.push_back('\n');
+                p.last = '\n';
+            }
+            continue;
+        }
+        if (p.marked > 0) {  // not the mark after all: what was kept back goes on
+            out.append(kLineMark, p.marked);
+            p.last = kLineMark[p.marked - 1];
+            p.marked = 0;
+            if (c == kLineMark[0]) {
+                p.marked = 1;
+                continue;
+            }
+        }
+        out.push_back(c);
+        p.last = c;
+    }
+    return out;
+}
+
+bool OutputTee::pass_on(Pipe& p, const std::string& out) {
+    if (out.empty()) return true;
+    if (log_fd_ >= 0) write_all(log_fd_, out.data(), out.size());
+    return write_all(p.destination, out.data(), out.size());
+}
+
 OutputTee::Copied OutputTee::copy_once(Pipe& p) {
     char buf[65536];
     ssize_t n;
@@ -169,11 +213,12 @@ OutputTee::Copied OutputTee::copy_once(Pipe& p) {
         return Copied::Nothing;
     }
     if (n <= 0) {  // EOF; or EIO: a pseudo-terminal whose program side is closed
+        pass_on(p, std::string(kLineMark, p.marked));  // the start of a mark that never came
+        p.marked = 0;
         p.open = false;
         return Copied::Finished;
     }
-    if (log_fd_ >= 0) write_all(log_fd_, buf, static_cast<std::size_t>(n));
-    if (!write_all(p.destination, buf, static_cast<std::size_t>(n))) {
+    if (!pass_on(p, unmarked(p, buf, static_cast<std::size_t>(n)))) {
         // The reader went away (`| head`): the program must see EPIPE on its next
         // write, as it would have without Portal.
         close(p.read_end);

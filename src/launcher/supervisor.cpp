@@ -185,6 +185,13 @@ std::uint64_t capped_data_limit(std::uint64_t cap) {
     if (tee != nullptr) {
         tee->attach_child();
     }
+    // Portal's bootstrap (which has the job's lock) marks where its own lines
+    // start when its stderr is passed through the tee (output_tee.hpp).
+    if (job_lock_fd >= 0 && tee != nullptr && tee->relays(2)) {
+        setenv(kLineMarkVariable, "1", 1);
+    } else {
+        unsetenv(kLineMarkVariable);
+    }
     sigaction(SIGPIPE, &g_old_sigpipe, nullptr);
     // The child starts with the dispositions and mask portal-run itself was given.
     struct sigaction dfl {};

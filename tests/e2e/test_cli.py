@@ -154,7 +154,7 @@ def test_show_a_suspended_job_says_where_and_how_to_resume(three):
     assert re.search(r"checkpoint  [\d.]+ KiB in .*/jobs/" + three.suspended + "/checkpoint\n", text), text
     assert re.search(r"expires     \d{4}-\d\d-\d\d \d\d:\d\d UTC \((2d 23h|3d 0h) left\)\n", text), text
     # The same command the suspension report gave.
-    suggested = re.search(rb"portal resume \S+ --mem (\d+)", three.suspended_out).group(1).decode()
+    suggested = re.search(rb"portal resume \S+ --mem (\d+G)\b", three.suspended_out).group(1).decode()
     # (and, when this machine has less, that it is for another one)
     assert re.search(rf"resume      portal resume {three.suspended} --mem {suggested}"
                      r"( \(this machine has [\d.]+ [KMGT]iB: on another one, or with --on slurm\))?\n", text), text

@@ -21,6 +21,21 @@ def work(tmp_path):
     return corpus(tmp_path)
 
 
+def assert_says_retrying(stderr):
+    """A run that was retried and finished was never left suspended: each of
+    Portal's lines of the retry says `retrying`, and nothing says `suspended`."""
+    text = stderr.decode()
+    assert "suspended" not in text.lower(), text
+    ours = [line for line in text.splitlines() if line.startswith("portal: ")]
+    assert ours and all(line.startswith("portal: retrying: ") for line in ours), text
+    return ours
+
+
+def retries(stderr):
+    """The lines that say a retry starts, one per retry."""
+    return [line for line in lines(stderr, "portal: retrying: ") if "resumed at once in a fresh process" in line]
+
+
 def test_a_retry_of_a_training_step_is_bit_for_bit(work):
     """A torch OOM in backward(), after dropout drew its random numbers: the
     retried step draws them again, and the run ends as an uninterrupted one."""
@@ -29,14 +44,19 @@ def test_a_retry_of_a_training_step_is_bit_for_bit(work):
     run = portal_run(work, *RETRY, *args, env={"PORTAL_FAKE_OOM": f"train_preempt.py:{BACKWARD_LINE}@6=torch"})
     assert run.returncode == 0, run.stderr.decode()
     assert run.stdout == python(work, *args).stdout
-    assert len(lines(run.stderr, "portal: retrying: ")) == 1
+    assert_says_retrying(run.stderr)
+    assert len(retries(run.stderr)) == 1
 
 
 def test_a_retry_finishes_bit_for_bit_in_a_fresh_process(work):
     run = portal_run(work, *RETRY, "items.py", env={"PORTAL_FAKE_OOM": f"items.py:{DRAW_LINE}@5"})
     assert run.returncode == 0, run.stderr.decode()
     assert run.stdout == python(work, "items.py").stdout          # continuous, nothing twice
-    [retrying] = lines(run.stderr, "portal: retrying: ")
+    said = assert_says_retrying(run.stderr)
+    assert said[0] == f"portal: retrying: MemoryError at {work / 'items.py'}:{DRAW_LINE}"
+    assert said[1].startswith(f"portal: retrying: will continue from the loop at {work / 'items.py'}:26 "
+                              "in main(), iteration 4 (0-based)")
+    [retrying] = [line for line in said if "resumed at once" in line]
     assert "resumed at once in a fresh process (retry 1 of 1, oom.action=retry)" in retrying
     r = record(work, only_job(work))
     assert r["state"] == "completed" and r["exit_status"] == 0
@@ -58,7 +78,7 @@ def test_the_same_item_is_retried_at_most_retries_times(work):
     twice = f"items.py:{DRAW_LINE}@5,items.py:{DRAW_LINE}@6"
     run = portal_run(work, *RETRY, "items.py", env={"PORTAL_FAKE_OOM": twice})
     assert run.returncode == SUSPENDED, run.stderr.decode()
-    assert len(lines(run.stderr, "portal: retrying: ")) == 1
+    assert len(retries(run.stderr)) == 1
     assert "portal: suspended: this item was retried once already (oom.retries=1): suspended as usual" \
         in run.stderr.decode().splitlines()
     assert any(line.startswith("portal: suspended: resume it on a machine with more memory: portal resume ")
@@ -75,7 +95,7 @@ def test_the_same_item_is_retried_at_most_retries_times(work):
     run = portal_run(again, *RETRY, "--policy", "oom.retries=2", "items.py",
                      env={"PORTAL_FAKE_OOM": twice})
     assert run.returncode == 0, run.stderr.decode()
-    assert len(lines(run.stderr, "portal: retrying: ")) == 2
+    assert len(retries(run.stderr)) == 2
     assert run.stdout == python(again, "items.py").stdout
 
 
@@ -91,7 +111,23 @@ def test_a_real_oom_that_a_fresh_process_cures(work):
     run = portal_run(work, "--mem", "1G", *RETRY, "leaky.py")
     assert run.returncode == 0, run.stderr.decode()
     assert run.stdout == python(work, "leaky.py").stdout
-    [retrying] = lines(run.stderr, "portal: retrying: ")
+    said = assert_says_retrying(run.stderr)
+    assert said[0].startswith("portal: retrying: MemoryError")
+    assert any(line.startswith("portal: retrying: what ran short: ") for line in said), said
+    [retrying] = [line for line in said if "resumed at once" in line]
     r = record(work, only_job(work))
     assert [(x["kind"], x["outcome"]) for x in r["runs"]] == [("run", "retried"), ("retry", "completed")]
     assert r["runs"][1]["mem"] == r["runs"][0]["mem"]           # the same cap
+
+
+def test_a_retry_names_what_will_differ_as_retrying(work):
+    """The failed iteration had already stepped the optimizer: the retry says so,
+    under `retrying`, and never says the job was suspended."""
+    pytest.importorskip("torch", reason="the training loop is torch's")
+    run = portal_run(work, *RETRY, "train_preempt.py", "5", "0",
+                     env={"PORTAL_FAKE_OOM": f"train_preempt.py:{BACKWARD_LINE + 2}@3=torch"})
+    assert run.returncode == 0, run.stderr.decode()
+    said = assert_says_retrying(run.stderr)
+    assert "portal: retrying: will differ: the failed iteration had already stepped optimizer 'opt': " \
+           "it will step again" in said, said
+    assert said[-1].endswith("resumed at once in a fresh process (retry 1 of 1, oom.action=retry)")

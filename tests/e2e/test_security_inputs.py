@@ -407,8 +407,11 @@ def test_the_hint_never_asks_for_less_than_the_allocation_that_failed(store):
     assert run.returncode == SUSPENDED, run.stderr.decode()
     [job] = store.ids()
     hint = resume_hint(run.stderr)
-    gib = int(re.search(r"--mem (\d+)", hint).group(1))
+    gib = int(re.search(r"--mem (\d+)G\b", hint).group(1))   # in GiB, as the error names it
     assert gib * GIB >= 1 * GIB + failed, hint          # what it had, and what failed on top of it
+    # and --mem GIB caps the resumed job (less the 10% reserve) above the 768 MiB
+    # this one had (--mem 1G) with the 1.90 GiB on top
+    assert gib * GIB - max(256 << 20, gib * GIB // 10) >= (768 << 20) + failed, hint
     assert store.record(job)["suggested_mem_gib"] == gib
     if gib * GIB > machine_bytes():
         assert "(this machine has " in hint and "on another one, or with --on slurm)" in hint, hint
@@ -419,16 +422,16 @@ def test_the_hint_never_asks_for_less_than_the_allocation_that_failed(store):
 def test_a_size_this_machine_refuses_is_said_to_be_for_another(store):
     job, p = store.suspended_job()   # no --mem: the machine's own memory, twice
     hint = resume_hint(p.stderr)
-    gib = int(re.search(r"--mem (\d+)", hint).group(1))
+    gib = int(re.search(r"--mem (\d+)G\b", hint).group(1))
     assert gib == store.record(job)["suggested_mem_gib"]
     if gib * GIB > machine_bytes():
-        assert hint.endswith(f"--mem {gib} (this machine has {machine_bytes() / GIB:.1f} GiB: "
+        assert hint.endswith(f"--mem {gib}G (this machine has {machine_bytes() / GIB:.1f} GiB: "
                              f"on another one, or with --on slurm)"), hint
         # and indeed this machine refuses it
         refused = store.portal("resume", job, "--mem", str(gib))
         assert refused.returncode == USAGE and "this machine has" in refused.stderr.decode()
         show = store.portal("show", job).stdout.decode()
-        assert f"--mem {gib} (this machine has " in show, show
+        assert f"--mem {gib}G (this machine has " in show, show
     else:
         assert "this machine has" not in hint, hint
     assert math.isfinite(gib)

@@ -265,7 +265,7 @@ REPORT_RE = re.compile(
     r"portal: suspended: job (?P<job>\S+), checkpoint (?P<size>\d+(?:\.\d)?) (?P<unit>bytes|KiB|MiB|GiB),?"
     r" in (?P<dir>[^\n]+), kept until (?P<expiry>\d{4}-\d\d-\d\d \d\d:\d\d) UTC \(3 days\)\n"
     r"portal: suspended: resume it on a machine with (?:more memory:"
-    r" portal resume (?P<job2>\S+) --mem (?P<mem>\d+)"
+    r" portal resume (?P<job2>\S+) --mem (?P<mem>\d+)G"   # in GiB (hint.py)
     r"(?: \(this machine has [\d.]+ GiB: on another one, or with --on slurm\))?"
     r"|a GPU of more memory(?: than this one's \([^\n]*\))?: portal resume (?P<gpu_job>\S+) --gpu MODEL"
     r" \(e\.g\. --gpu A100; --on slurm asks Slurm for one\))\n\Z")

@@ -263,3 +263,41 @@ def test_resident_one_allocation_written_past_the_cap_outside_any_loop_goes_on(c
                  dict(RESIDENT, PORTAL_HOME=str(tmp_path / "home")))
     assert (capped.returncode, capped.stdout, capped.stderr) == (0, b"allocated 384 MiB\n", b""), \
         capped.stderr.decode()
+
+
+def _cap_for(memory):
+    """The cap `--mem MEMORY` sets (src/launcher/tripwire.cpp): MEMORY less a
+    reserve of 10% within [256 MiB, 1 GiB], at most half."""
+    return memory - min(min(max(memory // 10, 256 * MiB), GiB), memory // 2)
+
+
+def test_the_hint_leaves_room_for_the_allocation_that_failed(corpus, tmp_path, portal_run, portal_cli):
+    # A real 2.20 GiB request under --mem 1G: the hint's --mem must cap the resumed
+    # job at no less than what this one had (the 768 MiB cap) with the failed
+    # 2.20 GiB on top (--mem 3 would cap it at 2.7 GiB), written in the unit the
+    # error names it in; resumed at that very size, the job finishes.
+    if not importable("numpy"):
+        pytest.skip("numpy is not installed")
+    python = run([PYTHON, "one_array.py"], corpus)
+    assert python.returncode == 0, python.stderr.decode()
+    home = {"PORTAL_HOME": str(tmp_path / "home")}
+    capped = run([portal_run, "--mem", "1G", "one_array.py"], corpus, home)
+    err = capped.stderr.decode(errors="replace")
+    assert capped.returncode == SUSPENDED, err
+    failed = re.search(r"Unable to allocate (\d+\.\d+) GiB", err)
+    had = re.search(r"what ran short: the memory tripwire's cap of (\d+\.\d) MiB", err)
+    assert failed and had, err
+    hint = re.search(r"portal resume (\S+) --mem (\d+)([MGT]?)\b(.*)", err)
+    assert hint, err
+    job, size, unit, rest = hint.groups()
+    assert unit == "G", err                                    # GiB, as the error says it
+    size_bytes = int(size) * GiB
+    assert _cap_for(size_bytes) >= float(had.group(1)) * MiB + float(failed.group(1)) * GiB, err
+    assert _cap_for(size_bytes - GiB) < float(had.group(1)) * MiB + float(failed.group(1)) * GiB, err
+    record = json.loads((tmp_path / "home" / "jobs" / job / "job.json").read_text())
+    assert record["suggested_mem_gib"] == int(size)
+    if rest.strip():
+        pytest.skip(f"this machine has less than the {size}G the hint asks for: {rest.strip()}")
+    resumed = run([portal_cli, "resume", job, "--mem", f"{size}{unit}"], tmp_path, home)
+    assert resumed.returncode == 0, resumed.stderr.decode()
+    assert capped.stdout + resumed.stdout == python.stdout

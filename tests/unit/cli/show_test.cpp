@@ -53,7 +53,7 @@ TEST_F(ShowTest, ASuspendedJobSaysWhereWhatHowLongAndHowToResume) {
     // Twice the tripwire's cap under --mem 8G, as the suspension report suggests.
     // A size this machine does not have is said to be for another one.
     const bool fits_here = tripwire::machine_memory() >= 15 * kGiB;
-    EXPECT_TRUE(has(text, "resume      portal resume train-aaaaaa --mem 15" +
+    EXPECT_TRUE(has(text, "resume      portal resume train-aaaaaa --mem 15G" +
                               std::string(fits_here ? "\n" : " (this machine has "))) << text;
     EXPECT_TRUE(has(text, "  1. run, 2026-11-29 10:00 UTC to 2026-11-29 11:00 UTC: suspended (exit status 75)\n"))
         << text;
@@ -65,7 +65,7 @@ TEST_F(ShowTest, AHugeSuggestionIsForAnotherMachineAndAGpuShortageAsksForAGpu) {
     nlohmann::json record = suspended_record();
     record["suggested_mem_gib"] = 1 << 20;  // 1 PiB: no machine here has it
     std::string text = show_text(view_job(make("train-bbbbbb", record)), parse_utc_iso("2026-11-29T12:00:00Z"));
-    EXPECT_TRUE(has(text, "resume      portal resume train-bbbbbb --mem 1048576 (this machine has "))
+    EXPECT_TRUE(has(text, "resume      portal resume train-bbbbbb --mem 1048576G (this machine has "))
         << text;
     record["suggested_gpu"] = true;  // a CUDA out-of-memory error (python/_portal/hint.py)
     text = show_text(view_job(make("train-cccccc", record)), parse_utc_iso("2026-11-29T12:00:00Z"));

@@ -101,5 +101,21 @@ TEST_F(OutputTeeTest, AnUntrustedLogIsNotWritten) {
     EXPECT_TRUE(OutputTee(dir / "fine.log").kept());
 }
 
+// Portal's mark (kLineMark) becomes a newline after an unfinished line, nothing
+// after a finished one, in both places; split over two reads it is still the
+// mark; another device control string of the program's passes through.
+TEST_F(OutputTeeTest, TheLineMarkStartsALineOfItsOwn) {
+    const std::string mark = "printf '\\033Pportal;line\\033\\\\'";
+    const std::string script = "printf '\\rstep 1\\rstep 2'; " + mark + "; echo 'portal: a'; " + mark +
+                               "; echo 'portal: b'; printf 'bar\\033Pport'; sleep 0.3; "
+                               "printf 'al;line\\033\\\\'; echo 'portal: c'; printf '\\033Pq#1\\033\\\\x'; "
+                               "printf '\\033Pportal'";
+    EXPECT_EQ(run_teed(script, dir / "all", dir / "all", dir / "log"), 0);
+    const std::string expected =
+        "\rstep 1\rstep 2\nportal: a\nportal: b\nbar\nportal: c\n\x1bPq#1\x1b\\x\x1bPportal";
+    EXPECT_EQ(slurp(dir / "all"), expected);
+    EXPECT_EQ(slurp(dir / "log"), expected);
+}
+
 }  // namespace
 }  // namespace portal
