@@ -471,8 +471,8 @@ def evict(paths, drop_caches, settle=True):
     by the host.  Measured here (1 GiB, dd bs=16M): 1.4-2.0 GB/s and 0.27-0.34 s
     of CPU at once, 0.6-0.8 GB/s and 0.6-1.0 s a second or more later, the same
     file; 2 GiB freed are not all returned after 3 s (dd's CPU 0.79 s/GiB then,
-    0.94-1.10 after 8 s), hence 6 s (docs/benchmarks.md, "What dd's cold read
-    measured").  A resume meets the second case (its process starts long after
+    0.94-1.10 after 8 s), hence 6 s (docs/benchmarks.md, "Limits of these
+    figures").  A resume meets the second case (its process starts long after
     anything was freed), and so does every reader here that starts a Python
     process; so every cold read, dd's included, starts once the freed memory
     has gone back."""

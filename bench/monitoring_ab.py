@@ -25,7 +25,7 @@ median of per-round ratios.  The callbacks do the least they could (return
 None, or count), so monitoring's figures are a floor.
 
 Exit status: 0; 2 on an interpreter without sys.monitoring (3.11: nothing to
-compare).  See docs/benchmarks.md ("Instrumentation or sys.monitoring").
+compare).  See docs/benchmarks.md ("Decisions the figures made").
 """
 import argparse
 import builtins

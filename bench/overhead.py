@@ -386,8 +386,8 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--portal-run", metavar="PATH",
-                    help="portal-run to measure (default: $PORTAL_RUN, then portal-run "
-                         "on PATH, then ../build/bin/portal-run next to this directory)")
+                    help="portal-run to measure (default: $PORTAL_RUN, then "
+                         "../build/bin/portal-run next to this directory, then portal-run on PATH)")
     ap.add_argument("--quick", action="store_true", help="a ~30 s run (fewer, shorter runs)")
     ap.add_argument("--check", action="store_true", help="exit 1 if a target is missed")
     ap.add_argument("--runs", type=int, help="processes per runner per steady-state workload")
