@@ -7,13 +7,14 @@
 
 #include <optional>
 #include <string>
+#include "portal/job_contract.hpp"  // generated: the environment variables' names
 
 namespace portal::tripwire {
 
 constexpr const char* kPreloadVariable = "LD_PRELOAD";
 // What LD_PRELOAD was before the shim was put first: "=VALUE" when it was set,
 // "" when it was not.  boot.py restores it and removes this variable.
-constexpr const char* kUserPreloadVariable = "PORTAL_USER_LD_PRELOAD";
+constexpr const char* kUserPreloadVariable = ::portal::contract::env::kUserLdPreload;
 constexpr const char* kAllocLibrary = "libportal_alloc.so";
 
 // The shim's path beside the package's native modules, from portal-run's own

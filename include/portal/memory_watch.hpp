@@ -34,6 +34,7 @@
 #include <string>
 #include <sys/types.h>
 #include <thread>
+#include "portal/job_contract.hpp"  // generated: the environment variables' names
 
 namespace portal::tripwire {
 
@@ -44,7 +45,7 @@ constexpr double kLowWater = 0.6;
 // How often resident memory is looked at near the cap (PORTAL_TRIPWIRE_POLL_MS
 // replaces it, for bench/tripwire_watch.py); docs/architecture.md has its cost.
 constexpr int kDefaultPollMilliseconds = 5;
-constexpr const char* kPollVariable = "PORTAL_TRIPWIRE_POLL_MS";
+constexpr const char* kPollVariable = ::portal::contract::env::kTripwirePollMs;
 // Far below the cap: the fastest a program is taken to write fresh memory (this
 // host writes 0.3-0.5 GiB/s with one thread; 64 GiB/s is a large server's memory
 // bandwidth), and the longest wait between two looks.
@@ -54,8 +55,8 @@ constexpr int kMaxLookMilliseconds = 1000;
 constexpr std::uint64_t kLimitStep = 1ull << 20;
 // The environment variables that tell the interpreter the suspension request's
 // signal and the cap (safepoint.py removes them before the program starts).
-constexpr const char* kMemorySignalVariable = "PORTAL_MEMORY_SIGNAL";
-constexpr const char* kMemoryCapVariable = "PORTAL_MEMORY_CAP";
+constexpr const char* kMemorySignalVariable = ::portal::contract::env::kMemorySignal;
+constexpr const char* kMemoryCapVariable = ::portal::contract::env::kMemoryCap;
 
 // The real-time signal a memory suspension request travels on: the one after
 // preempt::request_signal().

@@ -26,12 +26,14 @@
 #include <filesystem>
 #include <vector>
 
+#include "portal/job_contract.hpp"  // generated: the environment variables' names
+
 namespace portal {
 
 // An escape sequence of the terminals' own form (a device control string, which
 // a terminal that gets one ignores), never written by a program.
 inline constexpr char kLineMark[] = "\x1bPportal;line\x1b\\";
-inline constexpr const char* kLineMarkVariable = "PORTAL_LINE_MARK";
+inline constexpr const char* kLineMarkVariable = ::portal::contract::env::kLineMark;
 
 class OutputTee {
 public:

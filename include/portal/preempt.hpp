@@ -19,15 +19,16 @@
 #include <string>
 #include <sys/types.h>
 #include <vector>
+#include "portal/job_contract.hpp"  // generated: the environment variables' names
 
 namespace portal::preempt {
 
 // The environment variable that tells the interpreter the request signal's number.
-constexpr const char* kSignalVariable = "PORTAL_PREEMPT_SIGNAL";
+constexpr const char* kSignalVariable = ::portal::contract::env::kPreemptSignal;
 // ... and the number of the signal it sends back to say that it has reached its
 // safe point and is writing its checkpoint (python/_portal/suspend.py): from
 // then on the grace no longer counts; the write is watched for progress instead.
-constexpr const char* kWritingVariable = "PORTAL_WRITING_SIGNAL";
+constexpr const char* kWritingVariable = ::portal::contract::env::kWritingSignal;
 constexpr double kDefaultGraceSeconds = 60.0;
 // A checkpoint write whose process neither writes a byte nor uses CPU for this
 // long (or the grace, if longer) is taken as hung: the original signal is delivered.

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "portal/output_tee.hpp"
+#include "portal/job_contract.hpp"  // generated: the environment variables' names
 
 namespace portal {
 
@@ -28,7 +29,7 @@ namespace portal {
 // parent check after PR_SET_PDEATHSIG failed): nothing of the program ran.
 constexpr int kSupervisorGoneExit = 127;
 // The environment variable that names the interpreter's descriptor of the job's lock.
-constexpr const char* kLockFdVariable = "PORTAL_LOCK_FD";
+constexpr const char* kLockFdVariable = ::portal::contract::env::kLockFd;
 
 // Runs argv[0] (an absolute path) with argv, waits, reports, and returns the exit
 // code portal-run must exit with (128+N for a death by signal N, as a shell

@@ -18,6 +18,7 @@
 #include <filesystem>
 #include <optional>
 #include <string>
+#include "portal/job_contract.hpp"  // generated: the environment variables' names
 
 namespace portal::tripwire {
 
@@ -77,7 +78,7 @@ std::optional<std::uint64_t> memory_cap(std::optional<std::uint64_t> requested,
 // (alloc_preload.hpp); with "address" the program's data segment, address space
 // it asked for, touched or not (RLIMIT_DATA at the cap).
 enum class CapKind { kAddressSpace, kResident };
-constexpr const char* kTripwireVariable = "PORTAL_MEMORY_TRIPWIRE";
+constexpr const char* kTripwireVariable = ::portal::contract::env::kMemoryTripwire;
 constexpr const char* kResidentSetting = "resident";
 // The old cap, RLIMIT_DATA at the cap itself (untouched memory counts).
 constexpr const char* kAddressSetting = "address";

@@ -18,6 +18,8 @@ module, tracebacks and exit status.
 import os
 import sys
 
+from _portal import job_contract  # the environment variables' names (contract/job_record.json)
+
 
 def main():
     # The -c line put our package directory first; the program must not see it.
@@ -29,11 +31,11 @@ def main():
     _LINECACHE.append(_forget_bootstrap_line(sys.argv[1] == "command", package_dir))
     # The job this run belongs to (portal-run's supervisor made it): never seen by
     # the program, as none of PORTAL_* below.
-    _JOB.append(os.environ.pop("PORTAL_JOB_DIR", None))
+    _JOB.append(os.environ.pop(job_contract.ENV_JOB_DIR, None))
     from _portal import lines
     lines.take(os.environ.pop(lines.VARIABLE, None))   # the supervisor's mark: lines.py
     _check_store()
-    _keep_job_lock_to_this_process(os.environ.pop("PORTAL_LOCK_FD", ""))
+    _keep_job_lock_to_this_process(os.environ.pop(job_contract.ENV_LOCK_FD, ""))
     _give_back_user_preload(os.environ.pop(USER_PRELOAD_VARIABLE, None))
     if sys.argv[1] == "resume":
         from _portal import _toplevel
@@ -43,7 +45,7 @@ def main():
     from _portal import _toplevel
     _PORTAL_MODULES.update(_forget_imports(package_dir))
     # portal-run's settings for the runtime: never seen by the program.
-    extra = os.environ.pop("PORTAL_USER_CODE", "")
+    extra = os.environ.pop(job_contract.ENV_USER_CODE, "")
     _USER_CODE.extend(p for p in extra.split(os.pathsep) if p)
     _POLICY.update(_boot_policy())
     sys.orig_argv[1:] = spelling + args
@@ -60,7 +62,7 @@ def main():
 # portal-run put the memory tripwire's allocation check first in LD_PRELOAD for
 # this interpreter only (include/portal/alloc_preload.hpp) and saved the user's
 # value here: "=VALUE" when it was set, "" when it was not.
-USER_PRELOAD_VARIABLE = "PORTAL_USER_LD_PRELOAD"
+USER_PRELOAD_VARIABLE = job_contract.ENV_USER_LD_PRELOAD
 
 
 def _give_back_user_preload(saved):
@@ -222,7 +224,7 @@ _POLICY = {}  # portal-run --policy KEY=VALUE...
 
 def _boot_policy():
     """The policies portal-run validated and handed over (PORTAL_BOOT_POLICY)."""
-    text = os.environ.pop("PORTAL_BOOT_POLICY", "")
+    text = os.environ.pop(job_contract.ENV_BOOT_POLICY, "")
     return dict(item.split("=", 1) for item in text.split(",") if "=" in item)
 
 

@@ -21,6 +21,8 @@ anything, when the variable is unset.
 """
 import os
 
+from _portal import job_contract  # the environment variables' names (contract/job_record.json)
+
 KINDS = ("memory", "torch", "cuda", "cpu", "other")
 
 
@@ -100,7 +102,7 @@ class FakeOom:
 
     @classmethod
     def from_environment(cls, environ=os.environ):
-        text = environ.get("PORTAL_FAKE_OOM")
+        text = environ.get(job_contract.ENV_FAKE_OOM)
         return cls(parse(text)) if text else None
 
     def lines_for(self, filename):

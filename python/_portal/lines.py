@@ -13,7 +13,9 @@ written, and the report is as it was.
 import os
 import sys
 
-VARIABLE = "PORTAL_LINE_MARK"
+from _portal import job_contract  # the environment variables' names (contract/job_record.json)
+
+VARIABLE = job_contract.ENV_LINE_MARK
 MARK = b"\x1bPportal;line\x1b\\"   # include/portal/output_tee.hpp: kLineMark
 
 _TAKEN = [False]

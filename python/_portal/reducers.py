@@ -78,6 +78,7 @@ import typing
 import weakref
 
 from .codeindex import REGISTRY
+from . import stream_words   # the names a stream may reference
 
 try:
     from . import _librefs      # the native module: library globals by reference
@@ -1319,6 +1320,13 @@ class Loader(pickle.Unpickler):
         return obj
 
     def find_class(self, module, name):
+        if stream_words.is_portal(module):      # Portal's own: a declared word, or refused
+            word = stream_words.resolve(module, name)
+            if word is None:
+                raise pickle.UnpicklingError(
+                    f"the stream names {module}.{name}, which is not a word of this portal's "
+                    f"checkpoint vocabulary (written by another version of portal?)")
+            module, name = word
         if module == _MOD and name in _CTX_NAMES:
             return getattr(self, name)
         if module in self.modules:

@@ -27,6 +27,7 @@ from _portal.bytecode.tables import T as _BYTECODE
 from _portal.codeindex import CodeChanged
 from _portal.generators import placeholders as _placeholders
 from _portal.state import EMPTY
+from _portal import job_contract  # the environment variables' names (contract/job_record.json)
 
 
 def _apply_process_state(process):
@@ -168,7 +169,7 @@ def _start(job_dir, make_runtime, policy):
     except OSError as e:
         raise ResumeError(f"the job's working directory {store.shown(context.get('cwd'))}: "
                           f"{str(e.strerror or e).lower()}") from None
-    for name in ("PYTHONPATH", "PORTAL_FAKE_OOM"):
+    for name in ("PYTHONPATH", job_contract.ENV_FAKE_OOM):
         value = (context.get("environ") or {}).get(name)
         if value is None:
             os.environ.pop(name, None)

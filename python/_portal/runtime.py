@@ -10,6 +10,7 @@ import os
 
 from _portal import codeindex, importhook, rescue as rescue_module, usercode
 from _portal.fake_oom import FakeOom
+from _portal import job_contract  # the environment variables' names (contract/job_record.json)
 
 # The file name python compiles a `-c` program under (its tracebacks say `File
 # "<string>"`): the code string is the main script, kept in the manifest.
@@ -141,7 +142,7 @@ class Runtime:
         """What the resuming process needs to set the runtime up as it was."""
         context = {"main_filename": self.main_filename, "module": self.module, "cwd": os.getcwd(),
                    "user_code": self.extra_user_code, "policy": self.policy,
-                   "environ": {k: os.environ[k] for k in ("PYTHONPATH", "PORTAL_FAKE_OOM")
+                   "environ": {k: os.environ[k] for k in ("PYTHONPATH", job_contract.ENV_FAKE_OOM)
                                if k in os.environ}}
         if self.command is not None:
             context["command"] = self.command

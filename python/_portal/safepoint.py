@@ -41,13 +41,14 @@ import os
 import sys
 
 import _signal as _csignal   # the C module: `signal` would import enum at every start-up
+from _portal import job_contract  # the environment variables' names (contract/job_record.json)
 
-SIGNAL_VARIABLE = "PORTAL_PREEMPT_SIGNAL"   # set by portal-run (supervisor.cpp)
-WRITING_VARIABLE = "PORTAL_WRITING_SIGNAL"   # the signal that says a checkpoint is being written
+SIGNAL_VARIABLE = job_contract.ENV_PREEMPT_SIGNAL   # set by portal-run (supervisor.cpp)
+WRITING_VARIABLE = job_contract.ENV_WRITING_SIGNAL   # the signal that says a checkpoint is being written
 RESCUE_NAME = "__portal_rescue__"            # instrument.py's handler calls it
 PREEMPTED = "preempted"                      # the reason a preemption is recorded with
-MEMORY_SIGNAL_VARIABLE = "PORTAL_MEMORY_SIGNAL"   # set by portal-run (supervisor.cpp)
-MEMORY_CAP_VARIABLE = "PORTAL_MEMORY_CAP"
+MEMORY_SIGNAL_VARIABLE = job_contract.ENV_MEMORY_SIGNAL   # set by portal-run (supervisor.cpp)
+MEMORY_CAP_VARIABLE = job_contract.ENV_MEMORY_CAP
 MEMORY = "memory"                            # resident memory passed the tripwire's cap
 # How long a program whose request no loop could take waits for the supervisor's
 # original signal before ending by itself (exit status 1, as an uncaught error).

@@ -28,6 +28,8 @@ import errno
 import os
 import stat
 
+from _portal import job_contract  # the environment variables' names (contract/job_record.json)
+
 __all__ = ["PortalError", "StoreError", "boot", "home", "problem", "trusted_home", "require",
            "make_private_dir", "open_dir", "open_checked", "read_checked", "atomic_write",
            "fsync_dir", "shown", "euid", "parse_json"]
@@ -61,7 +63,7 @@ def _why(exc):
 
 def home_from(environ):
     """PORTAL_HOME made absolute (against the working directory now), or ~/.portal."""
-    path = environ.get("PORTAL_HOME") or os.path.join(os.path.expanduser("~"), ".portal")
+    path = environ.get(job_contract.ENV_HOME) or os.path.join(os.path.expanduser("~"), ".portal")
     return os.path.abspath(path)
 
 

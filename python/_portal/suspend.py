@@ -12,6 +12,7 @@ import traceback
 from _portal import hint, jobs, oom_policy, store
 from _portal.job_contract import SUSPENDED_EXIT_STATUS  # contract/job_record.json, generated
 from _portal.state import LoopInfo, ProcessState, ProgramState
+from _portal import job_contract  # the environment variables' names (contract/job_record.json)
 
 SUSPENDED_EXIT = SUSPENDED_EXIT_STATUS  # EX_TEMPFAIL: try again later (on a larger machine)
 
@@ -66,7 +67,7 @@ class _TestFault:
     memory on both tries is tested for real (tests/e2e/test_capture_failure.py)."""
 
     def __init__(self, checkpoint, attempt):
-        spec = os.environ.get("PORTAL_TEST_FAULT", "")
+        spec = os.environ.get(job_contract.ENV_TEST_FAULT, "")
         fails = spec.startswith("checkpoint-memory@") and attempt <= int(spec.split("@")[1])
         self.checkpoint = checkpoint if fails else None
 

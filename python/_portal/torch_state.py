@@ -67,6 +67,7 @@ import weakref
 
 from _portal import torch_api
 from _portal.reducers import DeclineLoop, _Refuse
+from _portal import job_contract  # the environment variables' names (contract/job_record.json)
 
 PickleBuffer = pickle.PickleBuffer
 
@@ -459,7 +460,7 @@ def copy_in_chunks(src, dst, chunk_bytes=None):
 
 
 def _spill_dir():
-    explicit = os.environ.get("PORTAL_SPILL_DIR")
+    explicit = os.environ.get(job_contract.ENV_SPILL_DIR)
     if explicit:
         return explicit
     rescue = sys.modules.get("_portal.rescue")
@@ -527,10 +528,10 @@ _PINNED_DEVICE_MAP = {}
 
 def pin_device_map(environ=os.environ):
     """Fix the device map to `environ`'s PORTAL_DEVICE_MAP for the rest of the process."""
-    _PINNED_DEVICE_MAP["PORTAL_DEVICE_MAP"] = environ.get("PORTAL_DEVICE_MAP")
+    _PINNED_DEVICE_MAP[job_contract.ENV_DEVICE_MAP] = environ.get(job_contract.ENV_DEVICE_MAP)
 
 
 def _map_device(index, environ=None):
     if environ is None:
         environ = _PINNED_DEVICE_MAP or os.environ
-    return parse_device_map(environ.get("PORTAL_DEVICE_MAP")).get(index, index)
+    return parse_device_map(environ.get(job_contract.ENV_DEVICE_MAP)).get(index, index)

@@ -24,6 +24,7 @@
 #include "portal/store_trust.hpp"
 #include "portal/supervisor.hpp"
 #include "portal/version.hpp"
+#include "portal/job_contract.hpp"  // generated: the environment variables' names
 
 namespace {
 
@@ -35,8 +36,8 @@ int run_portal(int argc, char** argv) {
     const std::vector<std::string> args(argv + 1, argv + argc);
     // PORTAL_HOME absolute from here on, for this process and what it runs (the
     // interpreter of `portal resume`/`portal run`), whatever they chdir() to.
-    if (const char* env = std::getenv("PORTAL_HOME"); env && *env) {
-        setenv("PORTAL_HOME", portal::portal_home().c_str(), 1);
+    if (const char* env = std::getenv(::portal::contract::env::kHome); env && *env) {
+        setenv(::portal::contract::env::kHome, portal::portal_home().c_str(), 1);
     }
     // `portal run ...` hands everything after `run` to portal-run untouched, so the
     // program's own options (--help included) never reach this parser.

@@ -26,6 +26,7 @@
 #include "portal/slurm_submit.hpp"
 #include "portal/supervisor.hpp"
 #include "portal/tripwire.hpp"
+#include "portal/job_contract.hpp"  // generated: the environment variables' names
 
 namespace portal {
 
@@ -218,7 +219,7 @@ int portal_resume(const ResumeRequest& request) {
     if (!request.device_map.empty()) {
         // Read by the restore while it rebuilds CUDA tensors (torch_state.py); the
         // program itself gets back the environment the job had.
-        setenv("PORTAL_DEVICE_MAP", request.device_map.c_str(), 1);
+        setenv(::portal::contract::env::kDeviceMap, request.device_map.c_str(), 1);
     }
     std::optional<JobRun> run;
     try {

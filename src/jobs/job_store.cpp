@@ -18,6 +18,7 @@
 #include <pwd.h>
 #include <sstream>
 #include <unistd.h>
+#include "portal/job_contract.hpp"  // generated: the environment variables' names
 
 namespace fs = std::filesystem;
 
@@ -73,7 +74,7 @@ void check_fields(const nlohmann::json& object, const contract::Field (&fields)[
 
 fs::path portal_home() {
     std::error_code ec;
-    if (const char* env = std::getenv("PORTAL_HOME"); env && *env) {
+    if (const char* env = std::getenv(::portal::contract::env::kHome); env && *env) {
         // Absolute now: a program that chdir()s must not move the store.
         fs::path abs = fs::absolute(env, ec).lexically_normal();
         if (ec) return env;

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <sys/stat.h>
 #include <unistd.h>
+#include "portal/job_contract.hpp"  // generated: the environment variables' names
 
 namespace fs = std::filesystem;
 
@@ -59,7 +60,7 @@ std::string env_bin_python(const std::string& variable, const std::string& root)
 const char* source_name(InterpreterSource source) {
     switch (source) {
         case InterpreterSource::Option: return "--python";
-        case InterpreterSource::PortalPython: return "PORTAL_PYTHON";
+        case InterpreterSource::PortalPython: return ::portal::contract::env::kPython;
         case InterpreterSource::VirtualEnv: return "VIRTUAL_ENV";
         case InterpreterSource::CondaPrefix: return "CONDA_PREFIX";
         case InterpreterSource::Path: return "PATH";
@@ -95,8 +96,8 @@ InterpreterChoice choose_interpreter(const std::optional<std::string>& option, c
     if (option && !option->empty()) {
         return {named_interpreter(*option, "--python", env), InterpreterSource::Option};
     }
-    if (const auto chosen = env("PORTAL_PYTHON")) {
-        return {named_interpreter(*chosen, "PORTAL_PYTHON", env), InterpreterSource::PortalPython};
+    if (const auto chosen = env(::portal::contract::env::kPython)) {
+        return {named_interpreter(*chosen, ::portal::contract::env::kPython, env), InterpreterSource::PortalPython};
     }
     if (const auto venv = env("VIRTUAL_ENV")) {
         return {env_bin_python("VIRTUAL_ENV", *venv), InterpreterSource::VirtualEnv};

@@ -12,6 +12,7 @@
 #include "portal/log.hpp"
 #include "portal/preempt.hpp"
 #include "portal/supervisor.hpp"
+#include "portal/job_contract.hpp"  // generated: the environment variables' names
 
 namespace portal {
 
@@ -104,13 +105,13 @@ void JobRun::begin(const std::string& kind, const std::vector<std::string>& comm
         r["runs"].push_back(entry);
     });
     run_index_ = record["runs"].size() - 1;
-    setenv("PORTAL_JOB_DIR", job_.dir.c_str(), 1);
+    setenv(::portal::contract::env::kJobDir, job_.dir.c_str(), 1);
 }
 
 int JobRun::supervise(const std::vector<std::string>& argv, std::optional<std::uint64_t> data_limit,
                       bool bootstrapped) {
     if (!bootstrapped) {
-        unsetenv("PORTAL_JOB_DIR");
+        unsetenv(::portal::contract::env::kJobDir);
     }
     // Only Portal's bootstrap takes preemption requests: another interpreter
     // gets SIGTERM as it is.
@@ -167,7 +168,7 @@ void JobRun::remove_writer_leftovers() const {
 }
 
 nlohmann::json JobRun::finish(int& exit_code) {
-    unsetenv("PORTAL_JOB_DIR");
+    unsetenv(::portal::contract::env::kJobDir);
     // The program has ended (its lock with it): what its writer left is nobody's.
     remove_writer_leftovers();
     const bool killed = portal::program_signal() == SIGKILL && exit_code == kSignalExitBase + SIGKILL;

@@ -8,6 +8,7 @@
 
 #include <spdlog/sinks/stdout_sinks.h>
 #include <spdlog/spdlog.h>
+#include "portal/job_contract.hpp"  // generated: the environment variables' names
 
 namespace portal::log {
 
@@ -18,7 +19,7 @@ spdlog::logger& logger() {
         auto l = std::make_shared<spdlog::logger>("portal",
                                                   std::make_shared<spdlog::sinks::stderr_sink_mt>());
         l->set_pattern("portal: %v");
-        const char* level = std::getenv("PORTAL_LOG");
+        const char* level = std::getenv(::portal::contract::env::kLog);
         l->set_level(level && std::strcmp(level, "debug") == 0 ? spdlog::level::debug
                                                                 : spdlog::level::info);
         l->flush_on(spdlog::level::debug);

@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <sstream>
+#include "portal/job_contract.hpp"  // generated: the environment variables' names
 
 namespace portal {
 
@@ -97,9 +98,9 @@ std::map<std::string, std::string> policies_from(const char* environment_value,
 
 void set_boot_policy(const std::map<std::string, std::string>& policies) {
     if (policies.empty()) {
-        unsetenv("PORTAL_BOOT_POLICY");
+        unsetenv(::portal::contract::env::kBootPolicy);
     } else {
-        setenv("PORTAL_BOOT_POLICY", format_policies(policies).c_str(), 1);
+        setenv(::portal::contract::env::kBootPolicy, format_policies(policies).c_str(), 1);
     }
 }
 

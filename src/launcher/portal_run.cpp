@@ -26,6 +26,7 @@
 #include "portal/supervisor.hpp"
 #include "portal/tripwire.hpp"
 #include "portal/version.hpp"
+#include "portal/job_contract.hpp"  // generated: the environment variables' names
 
 namespace portal {
 
@@ -160,8 +161,8 @@ void print_version(const std::string& invoked_as, const std::string& option) {
 int portal_run(const std::vector<std::string>& args, const std::string& invoked_as) {
     // PORTAL_HOME absolute from here on, for the supervisor and the interpreter,
     // whatever the program chdir()s to (a relative store would move with it).
-    if (const char* env = std::getenv("PORTAL_HOME"); env && *env) {
-        setenv("PORTAL_HOME", portal_home().c_str(), 1);
+    if (const char* env = std::getenv(::portal::contract::env::kHome); env && *env) {
+        setenv(::portal::contract::env::kHome, portal_home().c_str(), 1);
     }
     CLI::App app{"", invoked_as};
     RunOptions opts;
@@ -194,7 +195,7 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
 
     std::map<std::string, std::string> policies;
     try {
-        policies = policies_from(std::getenv("PORTAL_POLICY"), opts.policies);
+        policies = policies_from(std::getenv(::portal::contract::env::kPolicy), opts.policies);
     } catch (const PolicyError& e) {
         log::say("policy", std::string(e.what()) + " (see " + invoked_as + " --help)");
         return kUsageExit;
@@ -228,9 +229,9 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
         roots += (roots.empty() ? "" : ":") + std::filesystem::absolute(path, ec).string();
     }
     if (!roots.empty()) {
-        setenv("PORTAL_USER_CODE", roots.c_str(), 1);
+        setenv(::portal::contract::env::kUserCode, roots.c_str(), 1);
     } else {
-        unsetenv("PORTAL_USER_CODE");
+        unsetenv(::portal::contract::env::kUserCode);
     }
     const auto argv = interpreter_argv(split.program, *installation);
     log::debug("interpreter", argv.front() + " with " + std::to_string(argv.size() - 1) + " arguments");

@@ -33,10 +33,12 @@
 #include <stdlib.h>
 #include <unistd.h>
 
+#include "portal/env_contract.h"   /* generated: contract/job_record.json */
+
 /* The smallest request that is checked: below it a request cannot pass the
  * cap's reserve (256 MiB at least, tripwire.hpp) by itself. */
 #define kBigRequest ((size_t)64 << 20)
-#define kCapVariable "PORTAL_MEMORY_CAP"
+#define kCapVariable PORTAL_ENV_MEMORY_CAP
 /* statm's fields: size resident shared ...; 7 decimal numbers fit. */
 #define kStatmBytes 256
 
