@@ -71,7 +71,7 @@ unwrapped, innermost first, so any program that compiles still compiles.
 """
 import ast
 
-from _portal import INSTRUMENT_VERSION, generator_close, reraise
+from _portal import INSTRUMENT_VERSION, comprehensions, generator_close, reraise
 from _portal.bytecode.tables import T as _BYTECODE
 
 # Part of the instrumented-bytecode cache key: bump on any change of the output.
@@ -375,7 +375,7 @@ class _Rewriter:
                 and depth + 2 + _need_list(s.body, self.memo) <= MAX_BLOCKS
                 and depth + 3 <= MAX_BLOCKS)
         body = self.body(s.body, depth + (2 if fits else 1))
-        if fits and _calls_backward(s.body, self.training):
+        if fits and (_calls_backward(s.body, self.training) or comprehensions.iterates_loader(s.body)):
             body.insert(0, _iteration_call(s.lineno, _start(body[0]), self.numpy_random,
                                            _target_names(s)))
         if fits:
@@ -400,7 +400,7 @@ class _Rewriter:
         s.orelse = self.body(s.orelse, depth + (1 if fits else 0))
         if not fits:
             return s
-        if _calls_backward(s.body, self.training):
+        if _calls_backward(s.body, self.training) or comprehensions.iterates_loader(s.body):
             s.body.insert(0, _iteration_call(s.lineno, _start(s.body[0]), self.numpy_random))
         first, last = _start(s.body[0]), s.body[-1]
         span = (first.lineno, first.col_offset, last.end_lineno, last.end_col_offset)

@@ -1,0 +1,159 @@
+"""What the failed iteration changed in objects of the state before the error, named.
+
+The failed iteration runs again from its start after a resume; a store it made
+into an object the checkpoint holds (`self.step += 1`, `counts[j] += x`,
+`stats["n"] += 1`, `history.append(loss)`) is in the saved object, and the rerun
+makes it again: counted twice.  bytecode/stores.py finds such statements on the
+path from the body's start to the raising instruction; here each is judged
+against the live frame (decide.py runs before anything is freed) and the objects
+the checkpoint will hold (decide.py's trial), and named with its file:line:
+
+    will differ: the failed iteration may already have changed 'counts[j]'
+    (kmeans.py:31) before the error: it runs again from the changed value
+
+`oom.exact=true` declines such a point, as for the variables carried.py finds.
+What functions called by the failing statement had done before the error stays
+the rule of docs/product-page.md (side effects happen twice): callee_note() says
+it once, where the error came from inside a function of the program's own.
+"""
+import builtins
+import sys
+
+from _portal import frame_locals
+
+_DATALOADER = "torch.utils.data.dataloader"
+
+
+def _loop_tb(exc, loop_frame):
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame is not loop_frame:
+        tb = tb.tb_next
+    return tb
+
+
+def _containers():
+    kinds = [list, dict, set, bytearray]
+    collections = sys.modules.get("collections")
+    if collections is not None:
+        kinds.append(collections.deque)
+    return tuple(kinds)
+
+
+def will_differ(loop_frame, site, exc, saved):
+    """[text] for each store into an object of the saved state that the failed
+    iteration may have made before the error (see the module's docstring)."""
+    tb = _loop_tb(exc, loop_frame)
+    if tb is None:
+        return []
+    from _portal.bytecode import carried, stores
+    code = loop_frame.f_code
+    try:
+        found = stores.stored_before(code, site, tb.tb_lasti)
+    except Exception:   # code the bytecode layer cannot read: nothing found, as before
+        return []
+    if not found:
+        return []
+    fast = frame_locals.has_fast_locals(loop_frame)
+    names = frame_locals.snapshot(loop_frame) if fast else dict(loop_frame.f_locals)
+    globals_, builtins_ = loop_frame.f_globals, vars(builtins)
+
+    def scope(name):
+        for space in (names, globals_, builtins_):
+            if name in space:
+                return space[name]
+        return stores.UNKNOWN
+
+    path = carried.path_before(code, site, tb.tb_lasti)
+    info = path[0]
+    effects = carried._name_effects(info, code)
+    cells = set(code.co_cellvars) | set(code.co_freevars)
+    start, handler = info.idx(site.body_start), info.idx(site.handler)
+    live = {}
+
+    def from_before(root):
+        """Is the root variable's value one from before the iteration?"""
+        if root not in live:
+            live[root] = root in cells or carried._read_before_store(info, effects, start, handler, root)
+        return live[root]
+
+    containers = _containers()
+    out, said = [], set()
+    for store in found:
+        receiver = stores.read(store.receiver, scope)
+        held = store.root is not None and from_before(store.root)
+        if not held and fast and saved is not None and receiver is not stores.UNKNOWN:
+            held = id(receiver) in saved        # reached from the state some other way
+        if store.root is None:
+            held = saved is None or (receiver is not stores.UNKNOWN and id(receiver) in saved)
+        if not held:
+            continue
+        if store.method is not None:
+            if receiver is stores.UNKNOWN:
+                if store.method not in stores.CONTAINER_ONLY:
+                    continue
+            elif not isinstance(receiver, containers):
+                continue      # an object of its own: what its method did is the callee's
+        text = _text(store, code.co_filename)
+        if text not in said:
+            said.add(text)
+            out.append(text)
+    return out
+
+
+def _text(store, filename):
+    at = f"({filename}:{store.line})"
+    if store.verb == "called":
+        return (f"the failed iteration may already have called '{store.text}' {at} before the error: "
+                f"the rerun calls it again on what the first call left")
+    if store.verb == "deleted":
+        return (f"the failed iteration may already have deleted '{store.text}' {at} before the error: "
+                f"it runs again without it")
+    return (f"the failed iteration may already have changed '{store.text}' {at} before the error: "
+            f"it runs again from the changed value")
+
+
+def rolled_back(loop_frame, name, marks):
+    """Does the resume undo the rebinding of the variable `name` by the failed
+    iteration?  A DataLoader iterator over a map-style dataset that a marked
+    loop's iteration made (`except StopIteration: it = iter(loader)`) is saved run
+    out (dataloader.py): the rerun's next() ends it again and the iteration
+    takes the same path, making a new one as it did."""
+    if not marks:
+        return False
+    module = sys.modules.get(_DATALOADER)
+    base = getattr(module, "_BaseDataLoaderIter", None)
+    if base is None:
+        return False
+    if frame_locals.has_fast_locals(loop_frame):
+        value = frame_locals.value(loop_frame, name)
+    else:
+        value = loop_frame.f_locals.get(name)
+    if not isinstance(value, base):
+        return False
+    if any(ref() is value for ref, _ in marks.get("loaders", ())):
+        return False      # made before the iteration: wound back, but the variable was rebound
+    try:
+        return value._dataset_kind == module._DatasetKind.Map and len(value._index_sampler) >= 0
+    except TypeError:
+        return False
+
+
+def callee_note(exc, loop_frame, is_user_file):
+    """The report's line where the error came from inside a function of the
+    program's own code that the failed iteration called: what that call had
+    already done stays done (docs/product-page.md, 4), or None."""
+    tb = _loop_tb(exc, loop_frame)
+    if tb is None:
+        return None
+    from _portal import comprehensions
+    tb = tb.tb_next
+    while tb is not None:
+        code = tb.tb_frame.f_code
+        if is_user_file(code.co_filename) and code.co_name not in comprehensions.KINDS \
+                and not code.co_name.startswith("<"):
+            return (f"the error came from inside {code.co_name}() ({code.co_filename}:{tb.tb_lineno}), "
+                    f"called by the failed iteration: what that call had already changed before the error "
+                    f"(objects of the program, files) is not rolled back, and is changed again when the "
+                    f"iteration runs again")
+        tb = tb.tb_next
+    return None
