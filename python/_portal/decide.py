@@ -95,7 +95,7 @@ def _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, make_stat
     # A preemption's point is an iteration that has not started: nothing of it to undo.
     differ = [] if _portal_own(exc) else (irreversible.will_differ(loop_frame.f_code, loop_line, roots, saved)
                                           + _changed_variables(loop_frame, loop_line, site, exc)
-                                          + _changed_objects(loop_frame, site, exc, saved))
+                                          + _changed_objects(runtime, loop_frame, loop_line, site, exc, saved))
     if differ and runtime.policy.get("oom.exact") == "true":
         return "with oom.exact=true, not a point where something will differ: " + "; ".join(differ)
     return Point(frames, site, state, roots, differ)
@@ -126,12 +126,15 @@ def _changed_variables(loop_frame, loop_line, site, exc):
 _CO_OPTIMIZED = 0x1   # inspect.CO_OPTIMIZED: a function's frame (its targets are fast locals)
 
 
-def _changed_objects(loop_frame, site, exc, saved):
+def _changed_objects(runtime, loop_frame, loop_line, site, exc, saved):
     """[text] for each store into an object of the saved state (an attribute, an
     item, a container's append/extend/update ...) that the failed iteration may
-    have made before the error: the rerun makes it again (stores_changed.py)."""
+    have made before the error: the rerun makes it again; and for the DataLoader
+    iterators a comprehension of a loop without marks made or advanced
+    (stores_changed.py)."""
     from _portal import stores_changed
-    return stores_changed.will_differ(loop_frame, site, exc, saved)
+    return (stores_changed.will_differ(loop_frame, site, exc, saved)
+            + stores_changed.unmarked_loaders(runtime, loop_frame, loop_line, exc, saved))
 
 
 def _portal_own(exc):

@@ -247,12 +247,13 @@ def _target_names(loop):
                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
 
 
-def _iteration_call(loop_line, loc, numpy_too, targets=()):
-    """`__portal_iteration__(LOOP_LINE[, NUMPY[, NAMES, (VALUES...)]])` at `loc`, the
-    body's first statement: its line event is that statement's own, so tracers see
-    no difference.  NUMPY: the module mentions numpy's global generator; NAMES, VALUES:
-    the loop's targets as the iteration starts (the body may rebind them: `x =
-    augment(x)`)."""
+def _iteration_call(loop_line, loc, numpy_too, targets=(), rebound=()):
+    """`__portal_iteration__(LOOP_LINE[, NUMPY[, NAMES, (VALUES...)]][, rebound=NAMES])`
+    at `loc`, the body's first statement: its line event is that statement's own, so
+    tracers see no difference.  NUMPY: the module mentions numpy's global generator;
+    NAMES, VALUES: the loop's targets as the iteration starts (the body may rebind
+    them: `x = augment(x)`); rebound: the other variables the body rebinds
+    (_rebound_names), whose values the mark reads itself (one may be unbound)."""
     args = [_copy_loc(ast.Constant(value=loop_line), loc)]
     if numpy_too or targets:
         args.append(_copy_loc(ast.Constant(value=bool(numpy_too)), loc))
@@ -260,9 +261,33 @@ def _iteration_call(loop_line, loc, numpy_too, targets=()):
         args.append(_copy_loc(ast.Constant(value=targets), loc))
         args.append(_copy_loc(ast.Tuple(elts=[_copy_loc(ast.Name(id=name, ctx=ast.Load()), loc)
                                               for name in targets], ctx=ast.Load()), loc))
+    keywords = []
+    if rebound:
+        keywords.append(_copy_loc(ast.keyword(arg="rebound", value=_copy_loc(ast.Constant(value=rebound), loc)),
+                                  loc))
     call = ast.Call(func=_copy_loc(ast.Name(id=ITERATION_NAME, ctx=ast.Load()), loc),
-                    args=args, keywords=[])
+                    args=args, keywords=keywords)
     return _copy_loc(ast.Expr(value=_copy_loc(call, loc)), loc)
+
+
+_OWN_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda,
+               ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _rebound_names(stmts, targets=()):
+    """The plain variables the statements bind (`epoch += 1`, `it = iter(loader)`,
+    an inner loop's target), but the loop's own targets, in order: not those of the
+    functions, classes and comprehensions they hold."""
+    todo, names = list(reversed(stmts)), []
+    while todo:
+        node = todo.pop()
+        if isinstance(node, _OWN_SCOPES):
+            continue
+        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) \
+                and node.id not in targets and node.id not in names:
+            names.append(node.id)
+        todo.extend(reversed(list(ast.iter_child_nodes(node))))
+    return tuple(names)
 
 
 def _fake_call(index, loc):
@@ -377,7 +402,7 @@ class _Rewriter:
         body = self.body(s.body, depth + (2 if fits else 1))
         if fits and (_calls_backward(s.body, self.training) or comprehensions.iterates_loader(s.body)):
             body.insert(0, _iteration_call(s.lineno, _start(body[0]), self.numpy_random,
-                                           _target_names(s)))
+                                           _target_names(s), _rebound_names(s.body, _target_names(s))))
         if fits:
             first, last = body[0], body[-1]
             t = ast.Try(body=body, handlers=[_handler(s.lineno)], orelse=[], finalbody=[],
@@ -401,7 +426,8 @@ class _Rewriter:
         if not fits:
             return s
         if _calls_backward(s.body, self.training) or comprehensions.iterates_loader(s.body):
-            s.body.insert(0, _iteration_call(s.lineno, _start(s.body[0]), self.numpy_random))
+            s.body.insert(0, _iteration_call(s.lineno, _start(s.body[0]), self.numpy_random,
+                                             rebound=_rebound_names(s.body)))
         first, last = _start(s.body[0]), s.body[-1]
         span = (first.lineno, first.col_offset, last.end_lineno, last.end_col_offset)
         self.wrapped.append(s.lineno)

@@ -114,10 +114,11 @@ def _text(store, filename):
 
 def rolled_back(loop_frame, name, marks):
     """Does the resume undo the rebinding of the variable `name` by the failed
-    iteration?  A DataLoader iterator over a map-style dataset that a marked
-    loop's iteration made (`except StopIteration: it = iter(loader)`) is saved run
-    out (dataloader.py): the rerun's next() ends it again and the iteration
-    takes the same path, making a new one as it did."""
+    iteration?  In a marked loop, a DataLoader iterator it holds is either the one
+    of the iteration's start, wound back to its count there, or, over a map-style
+    dataset, one the iteration made (`except StopIteration: it = iter(loader)`),
+    saved run out (dataloader.py): the rerun's next() ends it again and the
+    iteration takes the same path, making a new one as it did."""
     if not marks:
         return False
     module = sys.modules.get(_DATALOADER)
@@ -131,7 +132,8 @@ def rolled_back(loop_frame, name, marks):
     if not isinstance(value, base):
         return False
     if any(ref() is value for ref, _ in marks.get("loaders", ())):
-        return False      # made before the iteration: wound back, but the variable was rebound
+        return True       # the iterator of the iteration's start (only a path the error may not
+        #                   have taken rebinds it), wound back to its count there
     try:
         return value._dataset_kind == module._DatasetKind.Map and len(value._index_sampler) >= 0
     except TypeError:
@@ -157,3 +159,45 @@ def callee_note(exc, loop_frame, is_user_file):
                     f"iteration runs again")
         tb = tb.tb_next
     return None
+
+
+def unmarked_loaders(runtime, loop_frame, loop_line, exc, saved):
+    """[text] where the error came from inside a comprehension or generator
+    expression of a loop whose iterations are not marked (instrument.py marks one
+    whose comprehension iterates a loader by its name, or calls next()/iter():
+    comprehensions.iterates_loader): the DataLoader iterators it may have made
+    (each drew the loader's seed, and a shuffled sampler its order, from torch's
+    default generator, which the rerun draws from again) or advanced (batches the
+    rerun does not get again).  Nothing where the loop is marked: the generators
+    and the loaders' counts are rolled back to the iteration's start."""
+    from _portal import comprehensions, iteration
+    if iteration.marks_of(loop_frame.f_code, loop_line) is not None:
+        return []
+    user = lambda f: f == runtime.main_filename or runtime.user_code.is_user_file(f)  # noqa: E731
+    if comprehensions.passed_over(exc, loop_frame, user) is None:
+        return []
+    module = sys.modules.get(_DATALOADER)
+    live = getattr(getattr(module, "_BaseDataLoaderIter", None), "_portal_live", None)
+    if not live:
+        return []
+    where = f"the comprehension at {loop_frame.f_code.co_filename}:{_comprehension_line(exc, loop_frame)}"
+    out = []
+    for ref in list(live.data):
+        it = ref()
+        if it is None:
+            continue
+        if saved is not None and id(it) not in saved:
+            out.append(f"{where} made a DataLoader iterator in the failed iteration, which drew its seed "
+                       f"(and a shuffled order) from torch's default generator: this loop's iterations "
+                       f"are not marked, so the rerun draws again and its batches and later random "
+                       f"numbers differ (a loader whose name says so, `val_loader`, marks them)")
+        else:
+            out.append(f"{where} may have taken batches from a DataLoader iterator of the state "
+                       f"({it._num_yielded} given so far): this loop's iterations are not marked, so "
+                       f"the rerun does not get them again")
+    return out
+
+
+def _comprehension_line(exc, loop_frame):
+    tb = _loop_tb(exc, loop_frame)
+    return tb.tb_lineno if tb is not None else "?"
