@@ -275,19 +275,29 @@ _OWN_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda,
 
 
 def _rebound_names(stmts, targets=()):
-    """The plain variables the statements bind (`epoch += 1`, `it = iter(loader)`,
-    an inner loop's target), but the loop's own targets, in order: not those of the
-    functions, classes and comprehensions they hold."""
-    todo, names = list(reversed(stmts)), []
+    """The plain variables the statements rebind that the next iteration may read
+    as this one left them (what a rerun would read changed: bytecode/carried.py),
+    but the loop's own targets, in order: an augmented assignment's (`epoch += 1`,
+    `total += loss`), and one read in the body before its first store in the
+    source (`prev` of `delta = x - prev; prev = x`).  Not those of the functions,
+    classes and comprehensions the statements hold.  `batch = next(it)` before any
+    read of batch is left out: the rerun stores it again before it reads it."""
+    todo, order, loaded, stored, augmented = list(reversed(stmts)), [], {}, {}, set()
     while todo:
         node = todo.pop()
         if isinstance(node, _OWN_SCOPES):
             continue
-        if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store) \
-                and node.id not in targets and node.id not in names:
-            names.append(node.id)
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            augmented.add(node.target.id)
+        if isinstance(node, ast.Name) and node.id not in targets:
+            where = (node.lineno, node.col_offset)
+            seen = stored if isinstance(node.ctx, ast.Store) else loaded
+            if node.id not in order:
+                order.append(node.id)
+            seen[node.id] = min(seen.get(node.id, where), where)
         todo.extend(reversed(list(ast.iter_child_nodes(node))))
-    return tuple(names)
+    return tuple(name for name in order if name in stored and
+                 (name in augmented or loaded.get(name, (1 << 62,)) < stored[name]))
 
 
 def _fake_call(index, loc):

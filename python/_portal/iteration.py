@@ -151,10 +151,12 @@ def _scalars(frame, names):
             cells = set(code.co_cellvars) | set(code.co_freevars)
             slots = tuple((name, table.index(name)) for name in names
                           if name in table and name not in cells)
+        slots = (slots, max((i for _, i in slots), default=-1) + 1)
         _SLOTS[code] = slots
-    if not slots:
+    slots, top = slots
+    if not top:
         return {}
-    values = _frames.frame_slots(frame, 0, max(i for _, i in slots) + 1, _UNBOUND)
+    values = _frames.frame_slots(frame, 0, top, _UNBOUND)
     return {name: values[i] for name, i in slots if type(values[i]) in _SCALAR_TYPES}
 
 
