@@ -283,14 +283,19 @@ def _rebound_names(stmts, targets=()):
     classes and comprehensions the statements hold.  `batch = next(it)` before any
     read of batch is left out: the rerun stores it again before it reads it."""
     todo, order, loaded, stored, augmented = list(reversed(stmts)), [], {}, {}, set()
+    after = {}          # id of a Name an assignment stores -> where: after its value
     while todo:
         node = todo.pop()
         if isinstance(node, _OWN_SCOPES):
             continue
         if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             augmented.add(node.target.id)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            end = (node.value.end_lineno, node.value.end_col_offset)
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                after.update((id(n), end) for n in ast.walk(target) if isinstance(n, ast.Name))
         if isinstance(node, ast.Name) and node.id not in targets:
-            where = (node.lineno, node.col_offset)
+            where = after.get(id(node), (node.lineno, node.col_offset))
             seen = stored if isinstance(node.ctx, ast.Store) else loaded
             if node.id not in order:
                 order.append(node.id)

@@ -90,9 +90,9 @@ def _nodes(filename: str):
 
 def _root(node) -> Optional[str]:
     """The variable an expression's object is reached from (`self` of
-    `self.log["loss"]`), or None (a call's result, a literal)."""
-    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred)):
-        node = node.value
+    `self.log["loss"]`, `log` of `log.setdefault("k", [])`), or None (a literal)."""
+    while isinstance(node, (ast.Attribute, ast.Subscript, ast.Starred, ast.Call)):
+        node = node.func if isinstance(node, ast.Call) else node.value
     return node.id if isinstance(node, ast.Name) else None
 
 
