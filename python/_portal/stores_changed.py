@@ -140,10 +140,32 @@ def rolled_back(loop_frame, name, marks):
         return False
 
 
+# Names of calls that write somewhere else than a local: files, loggers, checkpoints.
+_WRITES = frozenset({"write", "writerow", "writerows", "writelines", "save", "add_scalar", "log",
+                     "log_metrics", "dump", "send"})
+
+
+def _changes_objects(code):
+    """Can the function change something outside its own variables: an attribute
+    or item store, a global, a container's mutating call, a write (by the names its
+    code uses, anywhere in it)?"""
+    from _portal.bytecode import stores
+    from _portal.bytecode.decode import info
+    names = set(code.co_names)
+    if names & (stores.MUTATORS | _WRITES):
+        return True
+    ops = stores.STORE_OPS
+    try:
+        return any(ins.opcode in ops for ins in info(code).instrs)
+    except Exception:   # code the bytecode layer cannot read: it may
+        return True
+
+
 def callee_note(exc, loop_frame, is_user_file):
     """The report's line where the error came from inside a function of the
-    program's own code that the failed iteration called: what that call had
-    already done stays done (docs/product-page.md, 4), or None."""
+    program's own code that the failed iteration called and that can change
+    objects (_changes_objects): what that call had already done stays done
+    (docs/product-page.md, 4), or None."""
     tb = _loop_tb(exc, loop_frame)
     if tb is None:
         return None
@@ -152,7 +174,7 @@ def callee_note(exc, loop_frame, is_user_file):
     while tb is not None:
         code = tb.tb_frame.f_code
         if is_user_file(code.co_filename) and code.co_name not in comprehensions.KINDS \
-                and not code.co_name.startswith("<"):
+                and not code.co_name.startswith("<") and _changes_objects(code):
             return (f"the error came from inside {code.co_name}() ({code.co_filename}:{tb.tb_lineno}), "
                     f"called by the failed iteration: what that call had already changed before the error "
                     f"(objects of the program, files) is not rolled back, and is changed again when the "

@@ -78,6 +78,7 @@ def test_item_and_attribute_stores_and_appends_before_the_error_are_named(work, 
     expected = python_output(("kmeans_counts.py",), str(tmp_path_factory.getbasetemp()))
     first, second = suspend_and_resume(work, ["kmeans_counts.py"], "kmeans_counts.py:33@3")
     assert named(first.stderr) == kmeans_stores(work), first.stderr.decode()
+    assert b"called by the failed iteration" not in first.stderr    # raised in the loop's own frame
     # as said: counted twice (python's counts and centres are not what the resume gives)
     got = first.stdout + second.stdout
     assert got != expected and got.count(b"\n") == expected.count(b"\n")
@@ -144,14 +145,20 @@ def test_a_comprehension_over_a_loader_resumes_bit_for_bit(work, tmp_path_factor
     assert named(first.stderr) == [], first.stderr.decode()
     assert first.stdout + second.stdout == expected
     assert b"rand " in expected
+    assert b"called by the failed iteration" not in first.stderr   # score() changes nothing
 
 
 def test_a_comprehension_over_a_loader_whose_name_does_not_say_so_is_named(work, tmp_path_factory):
     expected = python_output(("unnamed_loader.py",), str(tmp_path_factory.getbasetemp()))
-    first, second = suspend_and_resume(work, ["unnamed_loader.py"], "unnamed_loader.py:10@9")
+    first, second = suspend_and_resume(work, ["unnamed_loader.py"], "unnamed_loader.py:11@9")
     assert named(first.stderr) == [
-        f"the comprehension at {work / 'unnamed_loader.py'}:18 made a DataLoader iterator in the failed "
+        f"the comprehension at {work / 'unnamed_loader.py'}:22 made a DataLoader iterator in the failed "
         "iteration, which drew its seed (and a shuffled order) from torch's default generator: this "
         "loop's iterations are not marked, so the rerun draws again and its batches and later random "
         "numbers differ (a loader whose name says so, `val_loader`, marks them)"], first.stderr.decode()
+    # what the callee had done: said once, in general words (not a will-differ line)
+    assert (f"portal: suspended: the error came from inside score() ({work / 'unnamed_loader.py'}:11), called "
+            "by the failed iteration: what that call had already changed before the error (objects of the "
+            "program, files) is not rolled back, and is changed again when the iteration runs again\n"
+            ).encode() in first.stderr
     assert first.stdout + second.stdout != expected

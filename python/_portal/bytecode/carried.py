@@ -24,8 +24,9 @@ outer value first (LOAD_FAST_AND_CLEAR x) and puts it back when it ends, normall
 or by an exception (its cleanup handler): its stores of x, and the restores, change
 nothing the rerun reads, and are not counted (_comprehension_stores).
 
-Cells (a closure's variables) and attributes or items of objects (`self.step +=
-1`, `stats["n"] += 1`) are not seen: see docs/fidelity.md.
+Cells (a closure's variables) are not seen.  Attributes and items of objects
+(`self.step += 1`, `stats["n"] += 1`) are stores.py's, on the same path
+(path_before): see docs/fidelity.md.
 """
 from __future__ import annotations
 

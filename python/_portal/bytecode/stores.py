@@ -46,6 +46,8 @@ _OP = T.OPMAP
 _STORES = {_OP[n]: verb for n, verb in (("STORE_ATTR", "changed"), ("STORE_SUBSCR", "changed"),
                                         ("STORE_SLICE", "changed"), ("DELETE_ATTR", "deleted"),
                                         ("DELETE_SUBSCR", "deleted")) if n in _OP}
+# Every store into an object, and into a global (stores_changed.callee_note).
+STORE_OPS = frozenset(_STORES) | frozenset(_OP[n] for n in ("STORE_GLOBAL", "DELETE_GLOBAL") if n in _OP)
 _LOAD_METHODS = frozenset(_OP[n] for n in ("LOAD_METHOD", "LOAD_ATTR") if n in _OP)
 _CALLS = frozenset(_OP[n] for n in ("CALL", "CALL_KW", "CALL_FUNCTION_EX") if n in _OP)
 

@@ -7,7 +7,11 @@ from torch.utils.data import DataLoader, TensorDataset
 
 
 def score(model, x, y):
+    SIZES.append(len(x))            # a side effect of the callee: said in general words
     return nn.functional.mse_loss(model(x), y).item()
+
+
+SIZES = []
 
 
 def main():
