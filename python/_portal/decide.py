@@ -133,8 +133,11 @@ def _changed_objects(runtime, loop_frame, loop_line, site, exc, saved):
     iterators a comprehension of a loop without marks made or advanced
     (stores_changed.py)."""
     from _portal import stores_changed
-    return (stores_changed.will_differ(loop_frame, site, exc, saved)
-            + stores_changed.unmarked_loaders(runtime, loop_frame, loop_line, exc, saved))
+    try:
+        return (stores_changed.will_differ(loop_frame, site, exc, saved)
+                + stores_changed.unmarked_loaders(runtime, loop_frame, loop_line, exc, saved))
+    except Exception:  # noqa: BLE001 - a program's object that cannot be read: never a failed rescue
+        return []
 
 
 def _portal_own(exc):

@@ -121,6 +121,13 @@ def rolled_back(loop_frame, name, marks):
     iteration takes the same path, making a new one as it did."""
     if not marks:
         return False
+    try:
+        return _rolled_back(loop_frame, name, marks)
+    except Exception:  # noqa: BLE001 - not known: named, as before
+        return False
+
+
+def _rolled_back(loop_frame, name, marks):
     module = sys.modules.get(_DATALOADER)
     base = getattr(module, "_BaseDataLoaderIter", None)
     if base is None:
@@ -136,7 +143,7 @@ def rolled_back(loop_frame, name, marks):
         #                   have taken rebinds it), wound back to its count there
     try:
         return value._dataset_kind == module._DatasetKind.Map and len(value._index_sampler) >= 0
-    except TypeError:
+    except Exception:   # a sampler without a length (or one that fails): not saved run out
         return False
 
 
@@ -166,6 +173,13 @@ def callee_note(exc, loop_frame, is_user_file):
     program's own code that the failed iteration called and that can change
     objects (_changes_objects): what that call had already done stays done
     (docs/product-page.md, 4), or None."""
+    try:
+        return _callee_note(exc, loop_frame, is_user_file)
+    except Exception:  # noqa: BLE001 - a line of the report, never a reason to fail the suspension
+        return None
+
+
+def _callee_note(exc, loop_frame, is_user_file):
     tb = _loop_tb(exc, loop_frame)
     if tb is None:
         return None
