@@ -130,7 +130,7 @@ def iteration_start(loop_line, numpy_too=False, target_names=(), targets=(), reb
 
 
 _SCALAR_TYPES = frozenset({int, float, complex, bool, str, bytes, type(None)})
-_SLOTS = {}        # code object -> ((name, slot), ...) of the names a mark reads
+_SLOTS = {}        # (code object, names) -> (((name, slot), ...), slots to read) of a mark
 _UNBOUND = object()
 
 
@@ -142,7 +142,7 @@ def _scalars(frame, names):
     these: a reference kept to another object (the last iteration's tensors)
     would keep it alive for a whole iteration; a cell is a closure's, left as it is."""
     code = frame.f_code
-    slots = _SLOTS.get(code)
+    slots = _SLOTS.get((code, names))      # two loops of a function rebind different names
     if slots is None:
         if not code.co_flags & 0x1:        # CO_OPTIMIZED: a module's loop binds globals
             slots = ()
@@ -152,7 +152,7 @@ def _scalars(frame, names):
             slots = tuple((name, table.index(name)) for name in names
                           if name in table and name not in cells)
         slots = (slots, max((i for _, i in slots), default=-1) + 1)
-        _SLOTS[code] = slots
+        _SLOTS[(code, names)] = slots
     slots, top = slots
     if not top:
         return {}
