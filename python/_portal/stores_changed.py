@@ -152,26 +152,44 @@ _WRITES = frozenset({"write", "writerow", "writerows", "writelines", "save", "ad
                      "log_metrics", "dump", "send"})
 
 
-def _changes_objects(code):
-    """Can the function change something outside its own variables: an attribute
-    or item store, a global, a container's mutating call, a write (by the names its
-    code uses, anywhere in it)?"""
+def _changed_before(code, lasti):
+    """Can the frame of `code` have changed something outside its own variables
+    before its instruction at `lasti`: an attribute or item store, a global, a
+    container's mutating call or a write (by its name), on a path from the code's
+    start to that instruction?"""
     from _portal.bytecode import stores
-    from _portal.bytecode.decode import info
-    names = set(code.co_names)
-    if names & (stores.MUTATORS | _WRITES):
-        return True
-    ops = stores.STORE_OPS
-    try:
-        return any(ins.opcode in ops for ins in info(code).instrs)
-    except Exception:   # code the bytecode layer cannot read: it may
-        return True
+    from _portal.bytecode.decode import CODE_UNIT, info as _info
+    from _portal.bytecode.carried import _successors
+    info = _info(code)
+    error_k = info.owner(lasti - lasti % CODE_UNIT)
+    preds = {}
+    for k in range(len(info.instrs)):
+        for j in _successors(info, k):
+            preds.setdefault(j, []).append(k)
+    before, todo = set(), list(preds.get(error_k, ()))
+    while todo:
+        k = todo.pop()
+        if k not in before:
+            before.add(k)
+            todo.extend(preds.get(k, ()))
+    names = stores.MUTATORS | _WRITES
+    shifted = sys.version_info >= (3, 12)      # LOAD_ATTR's argument: the name's index << 1
+    for k in before:
+        ins = info.instrs[k]
+        if ins.opcode in stores.STORE_OPS:
+            return True
+        if ins.opcode in stores.LOAD_METHODS and ins.arg is not None:
+            index = ins.arg >> 1 if shifted and ins.opcode == stores.LOAD_ATTR else ins.arg
+            if index < len(code.co_names) and code.co_names[index] in names:
+                return True
+    return False
 
 
 def callee_note(exc, loop_frame, is_user_file):
     """The report's line where the error came from inside a function of the
-    program's own code that the failed iteration called and that can change
-    objects (_changes_objects): what that call had already done stays done
+    program's own code that the failed iteration called, one of whose frames (it,
+    or what it called of the program's own) may have changed something before the
+    error (_changed_before): what that call had already done stays done
     (docs/product-page.md, 4), or None."""
     try:
         return _callee_note(exc, loop_frame, is_user_file)
@@ -184,17 +202,21 @@ def _callee_note(exc, loop_frame, is_user_file):
     if tb is None:
         return None
     from _portal import comprehensions
-    tb = tb.tb_next
+    tb, callee, changed = tb.tb_next, None, False
     while tb is not None:
         code = tb.tb_frame.f_code
-        if is_user_file(code.co_filename) and code.co_name not in comprehensions.KINDS \
-                and not code.co_name.startswith("<") and _changes_objects(code):
-            return (f"the error came from inside {code.co_name}() ({code.co_filename}:{tb.tb_lineno}), "
-                    f"called by the failed iteration: what that call had already changed before the error "
-                    f"(objects of the program, files) is not rolled back, and is changed again when the "
-                    f"iteration runs again")
+        if is_user_file(code.co_filename):
+            if callee is None and code.co_name not in comprehensions.KINDS and not code.co_name.startswith("<"):
+                callee = (code, tb.tb_lineno)
+            changed = changed or _changed_before(code, tb.tb_lasti)
         tb = tb.tb_next
-    return None
+    if callee is None or not changed:
+        return None
+    code, line = callee
+    return (f"the error came from inside {code.co_name}() ({code.co_filename}:{line}), "
+            f"called by the failed iteration: what that call had already changed before the error "
+            f"(objects of the program, files) is not rolled back, and is changed again when the "
+            f"iteration runs again")
 
 
 def unmarked_loaders(runtime, loop_frame, loop_line, exc, saved):

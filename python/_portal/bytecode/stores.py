@@ -49,6 +49,7 @@ _STORES = {_OP[n]: verb for n, verb in (("STORE_ATTR", "changed"), ("STORE_SUBSC
 # Every store into an object, and into a global (stores_changed.callee_note).
 STORE_OPS = frozenset(_STORES) | frozenset(_OP[n] for n in ("STORE_GLOBAL", "DELETE_GLOBAL") if n in _OP)
 _LOAD_METHODS = frozenset(_OP[n] for n in ("LOAD_METHOD", "LOAD_ATTR") if n in _OP)
+LOAD_METHODS, LOAD_ATTR = _LOAD_METHODS, _OP["LOAD_ATTR"]
 _CALLS = frozenset(_OP[n] for n in ("CALL", "CALL_KW", "CALL_FUNCTION_EX") if n in _OP)
 
 # Methods that change a builtin container in place.
