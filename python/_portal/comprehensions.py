@@ -100,3 +100,52 @@ def _comprehensions(filename):
                                          (node.end_lineno, node.end_col_offset))))
         _TREES[filename] = found
     return _TREES[filename]
+
+
+# --- instrument.py: loops whose comprehensions take from a loader ---------------------------
+
+_SCOPES = ("FunctionDef", "AsyncFunctionDef", "ClassDef", "Lambda")
+_COMPREHENSIONS = ("ListComp", "SetComp", "DictComp", "GeneratorExp")
+# Calls that hand on the iterable they are given (`enumerate(loader)`, `tqdm(val_loader)`).
+_PASSING = frozenset({"enumerate", "tqdm", "zip", "islice", "iter", "list", "tuple", "sorted", "reversed"})
+
+
+def _loader_like(node, ast) -> bool:
+    """Is the expression a name of a data loader (`val_loader`, `self.test_loader`,
+    `dl`, `train_dl`), or a call that passes one on?"""
+    if isinstance(node, ast.Call):
+        func = node.func
+        name = func.id if isinstance(func, ast.Name) else getattr(func, "attr", "")
+        return name in _PASSING and any(_loader_like(arg, ast) for arg in node.args)
+    name = node.id if isinstance(node, ast.Name) else getattr(node, "attr", None)
+    if not isinstance(name, str):
+        return False
+    name = name.lower()
+    return "loader" in name or name == "dl" or name.endswith("_dl")
+
+
+def iterates_loader(stmts) -> bool:
+    """Whether a comprehension or generator expression of the statements (not of the
+    functions they define) iterates a data loader (by its name: _loader_like) or
+    calls next() or iter(): each makes or advances a loader's iterator, which draws
+    from torch's default generator (the DataLoader's seed, a shuffled sampler's
+    permutation) or moves the iterator's count.  instrument.py marks such a loop's
+    iterations, so that an error inside the comprehension is rolled back to the
+    iteration's start (iteration.py): the generators and the loaders' counts."""
+    import ast
+    todo = list(stmts)
+    while todo:
+        node = todo.pop()
+        kind = type(node).__name__
+        if kind in _SCOPES:
+            continue
+        if kind in _COMPREHENSIONS:
+            for gen in node.generators:
+                if _loader_like(gen.iter, ast):
+                    return True
+            for inner in ast.walk(node):
+                if isinstance(inner, ast.Call) and isinstance(inner.func, ast.Name) \
+                        and inner.func.id in ("next", "iter"):
+                    return True
+        todo.extend(ast.iter_child_nodes(node))
+    return False

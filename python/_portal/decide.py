@@ -97,7 +97,8 @@ def _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, make_stat
     from _portal import irreversible
     # A preemption's point is an iteration that has not started: nothing of it to undo.
     differ = [] if _portal_own(exc) else (irreversible.will_differ(loop_frame.f_code, loop_line, roots, saved)
-                                          + _changed_variables(loop_frame, loop_line, site, exc))
+                                          + _changed_variables(loop_frame, loop_line, site, exc)
+                                          + _changed_objects(runtime, loop_frame, loop_line, site, exc, saved))
     if differ and runtime.policy.get("oom.exact") == "true":
         return "with oom.exact=true, not a point where something will differ: " + "; ".join(differ)
     return Point(frames, site, state, roots, differ)
@@ -130,7 +131,7 @@ def _changed_variables(loop_frame, loop_line, site, exc):
     the rerun starts from the changed value.  A for loop's targets, which a
     marked loop in a function rolls back (iteration.py), are not among them."""
     from _portal.bytecode import carried
-    from _portal import iteration
+    from _portal import iteration, stores_changed
     tb = exc.__traceback__
     while tb is not None and tb.tb_frame is not loop_frame:
         tb = tb.tb_next
@@ -142,10 +143,25 @@ def _changed_variables(loop_frame, loop_line, site, exc):
     filename = code.co_filename
     return [f"the failed iteration may already have changed '{name}' ({filename}:{line}) before the "
             f"error: it runs again from the changed value"
-            for name, line in carried.changed_before(code, site, tb.tb_lasti) if name not in rolled_back]
+            for name, line in carried.changed_before(code, site, tb.tb_lasti)
+            if name not in rolled_back and not stores_changed.rolled_back(loop_frame, name, marks)]
 
 
 _CO_OPTIMIZED = 0x1   # inspect.CO_OPTIMIZED: a function's frame (its targets are fast locals)
+
+
+def _changed_objects(runtime, loop_frame, loop_line, site, exc, saved):
+    """[text] for each store into an object of the saved state (an attribute, an
+    item, a container's append/extend/update ...) that the failed iteration may
+    have made before the error: the rerun makes it again; and for the DataLoader
+    iterators a comprehension of a loop without marks made or advanced
+    (stores_changed.py)."""
+    from _portal import stores_changed
+    try:
+        return (stores_changed.will_differ(loop_frame, site, exc, saved)
+                + stores_changed.unmarked_loaders(runtime, loop_frame, loop_line, exc, saved))
+    except Exception:  # noqa: BLE001 - a program's object that cannot be read: never a failed rescue
+        return []
 
 
 def _portal_own(exc):

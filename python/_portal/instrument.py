@@ -71,7 +71,7 @@ unwrapped, innermost first, so any program that compiles still compiles.
 """
 import ast
 
-from _portal import INSTRUMENT_VERSION, generator_close, reraise
+from _portal import INSTRUMENT_VERSION, comprehensions, generator_close, reraise
 from _portal.bytecode.tables import T as _BYTECODE
 
 # Part of the instrumented-bytecode cache key: bump on any change of the output.
@@ -247,12 +247,13 @@ def _target_names(loop):
                  if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store))
 
 
-def _iteration_call(loop_line, loc, numpy_too, targets=()):
-    """`__portal_iteration__(LOOP_LINE[, NUMPY[, NAMES, (VALUES...)]])` at `loc`, the
-    body's first statement: its line event is that statement's own, so tracers see
-    no difference.  NUMPY: the module mentions numpy's global generator; NAMES, VALUES:
-    the loop's targets as the iteration starts (the body may rebind them: `x =
-    augment(x)`)."""
+def _iteration_call(loop_line, loc, numpy_too, targets=(), rebound=()):
+    """`__portal_iteration__(LOOP_LINE[, NUMPY[, NAMES, (VALUES...)]][, rebound=NAMES])`
+    at `loc`, the body's first statement: its line event is that statement's own, so
+    tracers see no difference.  NUMPY: the module mentions numpy's global generator;
+    NAMES, VALUES: the loop's targets as the iteration starts (the body may rebind
+    them: `x = augment(x)`); rebound: the other variables the body rebinds
+    (_rebound_names), whose values the mark reads itself (one may be unbound)."""
     args = [_copy_loc(ast.Constant(value=loop_line), loc)]
     if numpy_too or targets:
         args.append(_copy_loc(ast.Constant(value=bool(numpy_too)), loc))
@@ -260,9 +261,48 @@ def _iteration_call(loop_line, loc, numpy_too, targets=()):
         args.append(_copy_loc(ast.Constant(value=targets), loc))
         args.append(_copy_loc(ast.Tuple(elts=[_copy_loc(ast.Name(id=name, ctx=ast.Load()), loc)
                                               for name in targets], ctx=ast.Load()), loc))
+    keywords = []
+    if rebound:
+        keywords.append(_copy_loc(ast.keyword(arg="rebound", value=_copy_loc(ast.Constant(value=rebound), loc)),
+                                  loc))
     call = ast.Call(func=_copy_loc(ast.Name(id=ITERATION_NAME, ctx=ast.Load()), loc),
-                    args=args, keywords=[])
+                    args=args, keywords=keywords)
     return _copy_loc(ast.Expr(value=_copy_loc(call, loc)), loc)
+
+
+_OWN_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda,
+               ast.ListComp, ast.SetComp, ast.DictComp, ast.GeneratorExp)
+
+
+def _rebound_names(stmts, targets=()):
+    """The plain variables the statements rebind that the next iteration may read
+    as this one left them (what a rerun would read changed: bytecode/carried.py),
+    but the loop's own targets, in order: an augmented assignment's (`epoch += 1`,
+    `total += loss`), and one read in the body before its first store in the
+    source (`prev` of `delta = x - prev; prev = x`).  Not those of the functions,
+    classes and comprehensions the statements hold.  `batch = next(it)` before any
+    read of batch is left out: the rerun stores it again before it reads it."""
+    todo, order, loaded, stored, augmented = list(reversed(stmts)), [], {}, {}, set()
+    after = {}          # id of a Name an assignment stores -> where: after its value
+    while todo:
+        node = todo.pop()
+        if isinstance(node, _OWN_SCOPES):
+            continue
+        if isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+            augmented.add(node.target.id)
+        if isinstance(node, (ast.Assign, ast.AnnAssign)) and node.value is not None:
+            end = (node.value.end_lineno, node.value.end_col_offset)
+            for target in (node.targets if isinstance(node, ast.Assign) else [node.target]):
+                after.update((id(n), end) for n in ast.walk(target) if isinstance(n, ast.Name))
+        if isinstance(node, ast.Name) and node.id not in targets:
+            where = after.get(id(node), (node.lineno, node.col_offset))
+            seen = stored if isinstance(node.ctx, ast.Store) else loaded
+            if node.id not in order:
+                order.append(node.id)
+            seen[node.id] = min(seen.get(node.id, where), where)
+        todo.extend(reversed(list(ast.iter_child_nodes(node))))
+    return tuple(name for name in order if name in stored and
+                 (name in augmented or loaded.get(name, (1 << 62,)) < stored[name]))
 
 
 def _fake_call(index, loc):
@@ -375,9 +415,9 @@ class _Rewriter:
                 and depth + 2 + _need_list(s.body, self.memo) <= MAX_BLOCKS
                 and depth + 3 <= MAX_BLOCKS)
         body = self.body(s.body, depth + (2 if fits else 1))
-        if fits and _calls_backward(s.body, self.training):
+        if fits and (_calls_backward(s.body, self.training) or comprehensions.iterates_loader(s.body)):
             body.insert(0, _iteration_call(s.lineno, _start(body[0]), self.numpy_random,
-                                           _target_names(s)))
+                                           _target_names(s), _rebound_names(s.body, _target_names(s))))
         if fits:
             first, last = body[0], body[-1]
             t = ast.Try(body=body, handlers=[_handler(s.lineno)], orelse=[], finalbody=[],
@@ -400,8 +440,9 @@ class _Rewriter:
         s.orelse = self.body(s.orelse, depth + (1 if fits else 0))
         if not fits:
             return s
-        if _calls_backward(s.body, self.training):
-            s.body.insert(0, _iteration_call(s.lineno, _start(s.body[0]), self.numpy_random))
+        if _calls_backward(s.body, self.training) or comprehensions.iterates_loader(s.body):
+            s.body.insert(0, _iteration_call(s.lineno, _start(s.body[0]), self.numpy_random,
+                                             rebound=_rebound_names(s.body)))
         first, last = _start(s.body[0]), s.body[-1]
         span = (first.lineno, first.col_offset, last.end_lineno, last.end_col_offset)
         self.wrapped.append(s.lineno)

@@ -29,6 +29,8 @@ import sys
 from _portal import irreversible   # what the marks note for it: what cannot be rolled back
 from _portal import generator_states
 from _portal import tqdm_state     # the counts of live tqdm bars
+from _portal import _frames        # the variables a mark reads (_scalars)
+from _portal.bytecode.slots import slot_names
 
 NAME = "__portal_iteration__"
 
@@ -110,18 +112,52 @@ def _loader_counts():
     return [(ref, ref()._num_yielded) for ref in [*live.data] if ref() is not None]
 
 
-def iteration_start(loop_line, numpy_too=False, target_names=(), targets=()):
+def iteration_start(loop_line, numpy_too=False, target_names=(), targets=(), rebound=()):
     """The builtin the instrumented loop calls first in each iteration.  numpy's
     global generator costs 20 microseconds to note, the others 5 together: it is
     noted only for a module that mentions `np.random` or `numpy.random`.
-    target_names, targets: the for loop's target variables and their values."""
+    target_names, targets: the for loop's target variables and their values;
+    rebound: the other variables the body rebinds (_scalars)."""
     frame = sys._getframe(1)
     key = (frame.f_code, loop_line)
     marks = _states(numpy_too)
     marks["objects"] = generator_states.note(key, frame)
     marks["code"] = frame.f_code
     marks["targets"] = dict(zip(target_names, targets))
+    if rebound:
+        marks["targets"].update(_scalars(frame, rebound))
     _MARKS[key] = marks
+
+
+_SCALAR_TYPES = frozenset({int, float, complex, bool, str, bytes, type(None)})
+_SLOTS = {}        # (code object, names) -> (((name, slot), ...), slots to read) of a mark
+_UNBOUND = object()
+
+
+def _scalars(frame, names):
+    """{name: value} of the variables of a function's frame among `names` (those
+    its loop's body rebinds: `epoch += 1` in a handler, `best = loss`) that hold a
+    number, a string or None now, as the iteration starts: the rerun gets them
+    back (reduce_frame_state) rather than the failed iteration's values.  Only
+    these: a reference kept to another object (the last iteration's tensors)
+    would keep it alive for a whole iteration; a cell is a closure's, left as it is."""
+    code = frame.f_code
+    slots = _SLOTS.get((code, names))      # two loops of a function rebind different names
+    if slots is None:
+        if not code.co_flags & 0x1:        # CO_OPTIMIZED: a module's loop binds globals
+            slots = ()
+        else:
+            table = slot_names(code)
+            cells = set(code.co_cellvars) | set(code.co_freevars)
+            slots = tuple((name, table.index(name)) for name in names
+                          if name in table and name not in cells)
+        slots = (slots, max((i for _, i in slots), default=-1) + 1)
+        _SLOTS[(code, names)] = slots
+    slots, top = slots
+    if not top:
+        return {}
+    values = _frames.frame_slots(frame, 0, top, _UNBOUND)
+    return {name: values[i] for name, i in slots if type(values[i]) in _SCALAR_TYPES}
 
 
 def at_start(code, loop_line):

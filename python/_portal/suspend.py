@@ -354,9 +354,11 @@ def _notes(runtime, loop_frame, exc):
     """Lines the report adds: a comprehension the error passed through, which
     cannot be the point to continue from (comprehensions.py)."""
     from _portal import comprehensions
-    note = comprehensions.passed_over(
-        exc, loop_frame, lambda f: f == runtime.main_filename or runtime.user_code.is_user_file(f))
-    return [note] if note else []
+    from _portal import stores_changed
+    is_user_file = lambda f: f == runtime.main_filename or runtime.user_code.is_user_file(f)  # noqa: E731
+    notes = [comprehensions.passed_over(exc, loop_frame, is_user_file),
+             stores_changed.callee_note(exc, loop_frame, is_user_file)]   # what a callee did stays done
+    return [note for note in notes if note]
 
 
 class _Error:

@@ -24,8 +24,9 @@ outer value first (LOAD_FAST_AND_CLEAR x) and puts it back when it ends, normall
 or by an exception (its cleanup handler): its stores of x, and the restores, change
 nothing the rerun reads, and are not counted (_comprehension_stores).
 
-Cells (a closure's variables) and attributes or items of objects (`self.step +=
-1`, `stats["n"] += 1`) are not seen: see docs/fidelity.md.
+Cells (a closure's variables) are not seen.  Attributes and items of objects
+(`self.step += 1`, `stats["n"] += 1`) are stores.py's, on the same path
+(path_before): see docs/fidelity.md.
 """
 from __future__ import annotations
 
@@ -127,35 +128,42 @@ def _name_effects(info, code: types.CodeType) -> Callable[[int], Tuple[Tuple[str
 
 
 def _iteration_region(info, code, site: LoopSite) -> Set[int]:
-    """Instructions reachable from the body's start without leaving the iteration."""
+    """Instructions reachable from the body's start without leaving the iteration.
+    In a while loop, an instruction the compiler gave no source position (the
+    entry of a handler of the body's own `try`: PUSH_EXC_INFO, its cleanup) is
+    part of the body when reached from it: the condition and the else clause
+    have positions, outside the body's span."""
     start = info.idx(site.body_start)
     barrier = {info.idx(site.handler)}
     if site.for_iter is not None:
         barrier.add(info.idx(site.for_iter))
+    positions = info.positions() if site.body_span is not None else None
     seen, todo = set(), [start]
     while todo:
         k = todo.pop()
         if k in seen or k in barrier:
             continue
-        if site.body_span is not None and not in_body(code, site, info.instrs[k].offset):
+        if site.body_span is not None and not in_body(code, site, info.instrs[k].offset) \
+                and positions[info.instrs[k].offset // CODE_UNIT][0] is not None:
             continue   # a while loop's condition or else clause: not this iteration
         seen.add(k)
         todo.extend(_successors(info, k))
     return seen
 
 
-def changed_before(code: types.CodeType, site: LoopSite, error_offset: int) -> List[Tuple[str, Optional[int]]]:
-    """[(variable, line of a store of it)] that the failed iteration may have
-    rebound before the instruction at `error_offset` raised, and that are live at
-    the body's start; in the order of their first store."""
+def path_before(code: types.CodeType, site: LoopSite, error_offset: int):
+    """(info, {instruction index}): the instructions the failed iteration may have
+    run before the one at `error_offset` raised (that one excluded), on a path
+    from the body's start within the iteration; None when the error is not in
+    the iteration's region."""
     info = _info(code)
     try:
         error_k = info.owner(error_offset - error_offset % CODE_UNIT)
     except (ValueError, IndexError):
-        return []
+        return None
     region = _iteration_region(info, code, site)
     if error_k not in region:
-        return []
+        return None
     # backwards from the error, within the iteration
     preds = {k: [] for k in region}
     for k in region:
@@ -170,6 +178,17 @@ def changed_before(code: types.CodeType, site: LoopSite, error_offset: int) -> L
         before.add(k)
         todo.extend(preds[k])
     before.discard(error_k)        # the raising instruction did not complete
+    return info, before
+
+
+def changed_before(code: types.CodeType, site: LoopSite, error_offset: int) -> List[Tuple[str, Optional[int]]]:
+    """[(variable, line of a store of it)] that the failed iteration may have
+    rebound before the instruction at `error_offset` raised, and that are live at
+    the body's start; in the order of their first store."""
+    found = path_before(code, site, error_offset)
+    if found is None:
+        return []
+    info, before = found
     effects = _name_effects(info, code)
     stored = {}
     for k in sorted(before):

@@ -147,3 +147,41 @@ def main(data):
     return x, ys
 main([1, 2, 3])
 """) == ["x"]
+
+
+def test_a_counter_bumped_in_a_handler_of_the_body_is_found(found):
+    """The handler's entry (PUSH_EXC_INFO) has no source position: it is part of
+    a while loop's body all the same."""
+    assert found("""
+def main():
+    step, epoch = 0, 0
+    it = iter(range(2))
+    while step < 9:
+        try:
+            batch = next(it)
+        except StopIteration:
+            epoch += 1
+            it = iter(range(2))
+            batch = next(it)
+        if step == 4:
+            raise MemoryError
+        step += 1
+main()
+""") == ["epoch", "it"]
+
+
+def test_a_handler_the_error_cannot_come_after_is_not_on_the_path(found):
+    assert found("""
+def main():
+    step, skipped = 0, 0
+    while step < 9:
+        step2 = step
+        if step == 4:
+            raise MemoryError
+        try:
+            int("x")
+        except ValueError:
+            skipped += 1
+        step += 1
+main()
+""") == []

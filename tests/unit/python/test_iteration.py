@@ -357,3 +357,39 @@ def pickled_as_saved(obj):
     buffer = io.BytesIO()
     Pickler(buffer, protocol=5).dump(obj)
     return buffer.getvalue()
+
+
+def test_a_marked_loop_notes_the_numbers_its_body_rebinds_and_reads_later(installed):
+    """`epoch += 1` in a handler, `prev` read before it is stored: noted as the
+    iteration starts (numbers, strings, None only); `batch`, stored before any
+    read, and a list are not."""
+    source = """
+class Loss:
+    def backward(self):
+        pass
+def main():
+    epoch, prev, seen = 0, None, []
+    for step in range(4):
+        batch = step * 2
+        delta = batch - (prev or 0)
+        try:
+            if step == 2:
+                raise KeyError
+        except KeyError:
+            epoch += 1
+        seen = seen + [delta]
+        prev = batch
+        Loss().backward()
+        if step == 3:
+            raise MemoryError("fake")
+main()
+"""
+    tree, _ = instrument.instrument(ast.parse(source))
+    mark = next(n for n in ast.walk(tree) if isinstance(n, ast.Call) and
+                getattr(n.func, "id", None) == instrument.ITERATION_NAME)
+    assert [k.arg for k in mark.keywords] == ["rebound"]
+    assert mark.keywords[0].value.value == ("prev", "epoch", "seen")
+    with pytest.raises(MemoryError):
+        exec(compile_user_source(source, "m.py"), {"__name__": "m"})
+    [marks] = iteration._MARKS.values()
+    assert marks["targets"] == {"step": 3, "prev": 4, "epoch": 1}
