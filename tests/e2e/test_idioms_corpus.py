@@ -34,6 +34,7 @@ from typing import Dict, List, Optional
 import pytest
 
 from conftest import PYTHON, store_env
+from real_oom_cases import PAST_THE_CAP, REFUSED
 
 HERE = Path(__file__).resolve().parent / "idioms_corpus"
 PORTAL_RUN = os.environ.get("PORTAL_RUN") or shutil.which("portal-run")
@@ -165,6 +166,10 @@ def run_case(case: Case, expected: bytes, root: Path) -> Result:
             return Result("error", "the program ran to its end: the marker's hit is never reached "
                                    "or the cap never bound")
         return Result("error", f"portal-run exited {first.returncode}, not suspended:\n{said[-2000:]}")
+    # (a line of its own: a warning of the program's may come before it)
+    if case.point == "real" and not any(REFUSED.search(l) or PAST_THE_CAP.search(l)
+                                        for l in first.stderr.splitlines()):
+        return Result("error", f"suspended, but not by a shortage:\n{said}")
     job = RESUME_COMMAND.search(first.stderr)
     if job is None:
         return Result("error", f"no resume command in:\n{said}")

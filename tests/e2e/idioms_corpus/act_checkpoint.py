@@ -37,14 +37,19 @@ class Net(nn.Module):
         return self.head(x)
 
 
-model = Net()
-opt = torch.optim.Adam(model.parameters(), lr=0.01)
-for step in range(12):
-    x = torch.randn(16, 6)
-    loss = (model(x) - x[:, :1]).pow(2).mean()                 # corpus: before@3=cpu
-    opt.zero_grad()
-    loss.backward()
-    corpus.grow()                                              # corpus: real@5
-    opt.step()                                                 # corpus: after@8=torch
-    print(step, corpus.exact(loss))
-print("weights", corpus.digest(model.state_dict()))
+def main():
+    model = Net()
+    opt = torch.optim.Adam(model.parameters(), lr=0.01)
+    for step in range(12):
+        x = torch.randn(16, 6)
+        loss = (model(x) - x[:, :1]).pow(2).mean()             # corpus: before@3=cpu
+        opt.zero_grad()
+        loss.backward()
+        corpus.grow()                                          # corpus: real@5
+        opt.step()                                             # corpus: after@8=torch
+        print(step, corpus.exact(loss))
+    print("weights", corpus.digest(model.state_dict()))
+
+
+if __name__ == "__main__":
+    main()

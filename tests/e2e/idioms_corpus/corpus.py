@@ -44,11 +44,11 @@ def digest(*things):
 
 # A real shortage, for the harness's run under `portal-run --mem 1G`: with
 # CORPUS_GROW_AT=N in the environment, the calls N-2, N-1 and N of grow() ask for
-# a buffer written at once, growing 128, 384, 1152 MiB: the last passes the cap
+# a buffer written at once, growing 64, 256, 1152 MiB: the last passes the cap
 # and is refused inside the program (its allocation fails: a MemoryError), after
 # the iteration's main computation.  Freed at once: nothing of it stays, and
 # without CORPUS_GROW_AT (python's run) grow() does nothing but count.
-GROWTH_MIB = (128, 384, 1152)
+GROWTH_MIB = (64, 256, 1152)
 _GROWN = {"calls": 0}
 
 

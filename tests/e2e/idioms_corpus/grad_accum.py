@@ -1,6 +1,6 @@
-"""Gradient accumulation over 4 micro-batches: backward() every micro-batch,
-opt.step(); opt.zero_grad() every 4th; the hidden layer's gradient clipped by a
-hook, which runs inside backward()."""
+"""Gradient accumulation over 4 micro-batches, in a train() function:
+backward() every micro-batch, opt.step(); opt.zero_grad() every 4th; the hidden
+layer's gradient clipped by a hook, which runs inside backward()."""
 # corpus-names: gradients, backward
 import torch
 from torch import nn
@@ -19,17 +19,22 @@ def clip_hidden(grad):
     return grad.clamp(-0.05, 0.05)                             # corpus: inside@14=torch
 
 
-opt.zero_grad()
-for i in range(32):
-    lo = (i * 4) % 64
-    x, y = data[lo:lo + 4], target[lo:lo + 4]
-    hidden = model[1](model[0](x))
-    hidden.register_hook(clip_hidden)
-    loss = (model[2](hidden) - y).pow(2).mean() / ACCUM        # corpus: before@10=cpu
-    loss.backward()
-    corpus.grow()                                              # corpus: real@7
-    if (i + 1) % ACCUM == 0:                                   # corpus: after@11=torch
-        opt.step()
-        opt.zero_grad()
-    print(i, corpus.exact(loss))
-print("weights", corpus.digest(model.state_dict()))
+def train(steps):
+    opt.zero_grad()
+    for i in range(steps):
+        lo = (i * 4) % 64
+        x, y = data[lo:lo + 4], target[lo:lo + 4]
+        hidden = model[1](model[0](x))
+        hidden.register_hook(clip_hidden)
+        loss = (model[2](hidden) - y).pow(2).mean() / ACCUM    # corpus: before@10=cpu
+        loss.backward()
+        corpus.grow()                                          # corpus: real@7
+        if (i + 1) % ACCUM == 0:                               # corpus: after@11=torch
+            opt.step()
+            opt.zero_grad()
+        print(i, corpus.exact(loss))
+
+
+if __name__ == "__main__":
+    train(32)
+    print("weights", corpus.digest(model.state_dict()))

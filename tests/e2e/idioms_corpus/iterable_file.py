@@ -1,6 +1,6 @@
 """An IterableDataset that reads a CSV file line by line, batched by a
 DataLoader, over several epochs (the file written first by the script)."""
-# corpus-names: LinesDataset, loader, points.csv
+# corpus-names: LinesDataset, loader, points.csv, opt
 import torch
 import torch.nn.functional as F
 from torch import nn

@@ -1,7 +1,7 @@
 """A tiny bigram language model trained on a string, sampled every few steps
 by a function under @torch.no_grad() that draws each next character by
 torch.multinomial with a generator of its own."""
-# corpus-names: random draws, gen, sample
+# corpus-names: random draws, gen, sample, idx
 import torch
 import torch.nn.functional as F
 from torch import nn

@@ -72,21 +72,26 @@ class SummaryWriter:
         self._file.close()
 
 
-torch.manual_seed(0)
-model = nn.Linear(5, 1)
-opt = torch.optim.SGD(model.parameters(), lr=0.05)
-writer = SummaryWriter(".")
-for step in range(16):
-    x = torch.randn(8, 5)
-    loss = (model(x) - x.sum(1, keepdim=True)).pow(2).mean()       # corpus: before@4=torch
-    opt.zero_grad()
-    loss.backward()                                                # corpus: inside@9=cpu
-    corpus.grow()                                                  # corpus: real@6
-    opt.step()
-    writer.add_scalar("loss", loss.item(), step)
-    writer.add_scalar("weight", model.weight.sum().item(), step)   # corpus: after@12=memory
-    print(step, corpus.exact(loss))
-writer.close()
-with open("events.out.tfevents") as f:
-    print(f.read(), end="")
-print("weights", corpus.digest(model.state_dict()))
+def main():
+    torch.manual_seed(0)
+    model = nn.Linear(5, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    writer = SummaryWriter(".")
+    for step in range(16):
+        x = torch.randn(8, 5)
+        loss = (model(x) - x.sum(1, keepdim=True)).pow(2).mean()       # corpus: before@4=torch
+        opt.zero_grad()
+        loss.backward()                                                # corpus: inside@9=cpu
+        corpus.grow()                                                  # corpus: real@6
+        opt.step()
+        writer.add_scalar("loss", loss.item(), step)
+        writer.add_scalar("weight", model.weight.sum().item(), step)   # corpus: after@12=memory
+        print(step, corpus.exact(loss))
+    writer.close()
+    with open("events.out.tfevents") as f:
+        print(f.read(), end="")
+    print("weights", corpus.digest(model.state_dict()))
+
+
+if __name__ == "__main__":
+    main()
