@@ -1,6 +1,6 @@
 """A step-counted loop over a DataLoader by next(), a new epoch started in the
 StopIteration handler, as minGPT-style trainers write it."""
-# corpus-names: epoch, it
+# corpus-names: epoch
 import torch
 import torch.nn.functional as F
 from torch import nn
