@@ -2,7 +2,6 @@
 torch.save and appends a line to a log file; stops when the validation loss
 has not improved for `patience` epochs.  At the end the files are printed."""
 # corpus-names: best.pt, train.log, log, bad_epochs, best, opt
-import hashlib
 
 import torch
 import torch.nn.functional as F
