@@ -1,6 +1,9 @@
 """Activation checkpointing: two blocks run under torch.utils.checkpoint (one
 reentrant, one not), their forward run again inside backward(), dropout in
-each (checkpoint replays the generator's state for the recomputation)."""
+each (checkpoint replays the generator's state for the recomputation).
+Block.forward starts 4 times a step: block1's and block2's forward, then inside
+backward() block2's recomputation and block1's (its 12th start: the 3rd step's
+block1, once block2's backward has added to the gradients)."""
 # corpus-names: gradients, backward
 import torch
 from torch import nn
@@ -18,7 +21,7 @@ class Block(nn.Module):
         self.drop = nn.Dropout(0.2)
 
     def forward(self, x):
-        h = self.fc(x)                                         # corpus: inside@10=torch
+        h = self.fc(x)                                         # corpus: inside@12=torch
         return x + self.drop(torch.relu(h))
 
 
