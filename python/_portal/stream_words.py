@@ -99,6 +99,7 @@ WORDS = frozenset({
     ("_portal.logging_state", "_set_handler"),
     ("_portal.threading_state", "_rb_condition"),
     ("_portal.threading_state", "_rb_lock"),
+    ("_portal.threading_state", "_rb_main_thread"),
     ("_portal.threading_state", "_rb_rlock"),
     ("_portal.threading_state", "_rb_thread"),
     ("_portal.torch_state", "_rb_cuda_default_generator"),
