@@ -29,6 +29,7 @@ import sys
 from _portal import irreversible   # what the marks note for it: what cannot be rolled back
 from _portal import generator_states
 from _portal import tqdm_state     # the counts of live tqdm bars
+from _portal import grads          # the gradients before the iteration's first backward
 
 NAME = "__portal_iteration__"
 
@@ -97,7 +98,8 @@ def _states(numpy_too):
             "cuda": cuda,
             "irreversible": irreversible.note(),
             "loaders": _loader_counts(),
-            "bars": tqdm_state.note()}
+            "bars": tqdm_state.note(),
+            "grads": grads.holder()}
 
 
 def _loader_counts():

@@ -1,0 +1,270 @@
+"""Gradients a failed iteration's backward() had already written (issue 26).
+
+An out-of-memory error inside or after `loss.backward()` leaves the gradients
+the backward had accumulated so far in the parameters' `.grad`; the iteration
+runs again after a resume and its backward adds the same micro-batch once more.
+So, for the resume loop's failed iteration, where a backward ran in it (wholly
+or partly):
+
+  - a parameter whose gradient was None when the iteration's first backward
+    started gets None back; one whose gradient was the tensor a `zero_grad()`
+    had zeroed since the backward before gets that tensor back, zero;
+  - a parameter whose gradient held something else then (gradient accumulation:
+    the micro-batches before this one) and that the backward changed cannot be
+    put back without a copy of every gradient at every iteration: it is named,
+    `will differ: the failed iteration's backward() had already added to the
+    gradients of N parameters: that micro-batch will count twice`, and
+    `--policy oom.exact=true` declines such a point (decide.py).
+
+How it knows, cheaply:
+  - `Optimizer.zero_grad` and `Module.zero_grad` are wrapped to note when each
+    optimizer or module last zeroed, and how (set_to_none); `Optimizer.__init__`
+    and a resumed optimizer (torch_state.py) register the optimizer;
+  - every backward reaches the C++ engine through `Variable._execution_engine`
+    (`torch.autograd.backward`, `Tensor.backward`, the recomputation of a
+    `torch.utils.checkpoint` block, `torch.autograd.grad`): a property on its
+    metaclass counts each access and returns the engine.  Being a property that
+    has returned before the engine runs, it adds no frame to a traceback raised
+    inside backward;
+  - each iteration mark (iteration.py) holds a `holder`, shared by the marks
+    taken since the last backward (an outer loop's and an inner loop's); the first
+    backward after them notes, into it, each known optimizer's (and zeroed
+    module's) parameters: (parameter, its grad, the grad's version, whether that
+    grad was zeroed since the previous backward).  One short loop over the
+    parameters per iteration; nothing per step of the engine.
+
+At the rescue (suspend.py, once the point is chosen, before the checkpoint is
+written, so that oom.action=retry and skip see it too) the noted state is put
+back where it can be; the rest is named.  Not seen: gradients of tensors that no
+optimizer or zeroed module holds, and a `p.grad.zero_()` of the program's own
+(such a gradient counts as accumulated: named, not restored).
+
+Imports nothing but sys at the top (plugins.import_patches()).
+"""
+import sys
+
+try:   # imported with the package: the program's sys.modules no longer holds it later
+    from _portal import _toplevel
+except ImportError:  # pragma: no cover - the native module is always built
+    _toplevel = None
+
+_SERIAL = [0]            # one count: each zero_grad, each engine access
+_LAST_BACKWARD = [0]     # the serial of the latest engine access
+_HOLDER = [None]         # the holder the marks since the latest backward share
+_OWNERS = []             # [WeakKeyDictionary: optimizer or module -> (serial of its zero_grad, set_to_none)]
+_UNKNOWN = "unknown"     # a scan that failed: what the gradients were is not known
+_NO_ZERO = (0, False)    # an optimizer registered that has not zeroed
+
+
+# --- the marks ----------------------------------------------------------------------------
+
+def holder():
+    """For an iteration mark: the holder the next backward fills ([None] until then)."""
+    h = _HOLDER[0]
+    if h is None or h[0] is not None:
+        h = _HOLDER[0] = [None]
+    return h
+
+
+def _backward():
+    """Each access to the autograd engine: the first since the latest mark notes
+    the parameters' gradients into that mark's holder."""
+    h = _HOLDER[0]
+    if h is not None and h[0] is None:
+        try:
+            h[0] = (_SERIAL[0], _scan(_LAST_BACKWARD[0]))
+        except Exception:  # noqa: BLE001 - never the program's backward's failure
+            h[0] = _UNKNOWN
+    _SERIAL[0] += 1
+    _LAST_BACKWARD[0] = _SERIAL[0]
+
+
+def _scan(last_backward):
+    notes = []
+    owners = _OWNERS[0] if _OWNERS else {}
+    for owner, (serial, to_none) in list(owners.items()):
+        zeroed = serial > last_backward and not to_none   # zeroed in place since the last backward
+        for p in _params_of(owner):
+            g = p.grad
+            notes.append((p, g, -1 if g is None else g._version, zeroed, owner))
+    return notes
+
+
+def _params_of(owner):
+    groups = getattr(owner, "param_groups", None)
+    if groups is not None:
+        return [p for group in groups for p in group["params"]]
+    return list(owner.parameters())
+
+
+# --- the patches --------------------------------------------------------------------------
+
+def _owners():
+    if not _OWNERS:   # weakref: imported by torch by now, never by Portal's start-up
+        import weakref
+        _OWNERS.append(weakref.WeakKeyDictionary())
+    return _OWNERS[0]
+
+
+def register(optimizer):
+    """An optimizer made, or rebuilt by a resume (torch_state.py)."""
+    try:
+        _owners().setdefault(optimizer, _NO_ZERO)
+    except TypeError:
+        pass
+
+
+def _zeroed(owner, to_none):
+    _SERIAL[0] += 1
+    try:
+        _owners()[owner] = (_SERIAL[0], bool(to_none))
+    except TypeError:
+        pass
+
+
+def _default_to_none(fn):
+    import inspect
+    try:
+        return bool(inspect.signature(fn).parameters["set_to_none"].default)
+    except (KeyError, TypeError, ValueError):
+        return False
+
+
+def _wrap_zero_grad(cls):
+    old = cls.zero_grad
+    default = _default_to_none(old)
+
+    def zero_grad(self, *args, **kwargs):
+        result = old(self, *args, **kwargs)
+        _zeroed(self, args[0] if args else kwargs.get("set_to_none", default))
+        return result
+    zero_grad.__name__, zero_grad.__qualname__ = old.__name__, old.__qualname__
+    zero_grad.__doc__, zero_grad.__wrapped__ = old.__doc__, old
+    cls.zero_grad = zero_grad
+
+
+def _patch_optimizer(module):
+    cls = module.Optimizer
+    if getattr(cls, "_portal_grads", False):
+        return
+    init = cls.__init__
+
+    def __init__(self, *args, **kwargs):
+        init(self, *args, **kwargs)
+        register(self)
+    __init__.__name__, __init__.__qualname__ = init.__name__, init.__qualname__
+    __init__.__doc__, __init__.__wrapped__ = init.__doc__, init
+    cls.__init__ = __init__
+    _wrap_zero_grad(cls)
+    cls._portal_grads = True
+
+
+def _patch_module(module):
+    cls = module.Module
+    if getattr(cls, "_portal_grads", False):
+        return
+    _wrap_zero_grad(cls)
+    cls._portal_grads = True
+
+
+def _patch_engine(module):
+    """Variable._execution_engine becomes a property of its metaclass (a data
+    descriptor there wins over the class's own attribute): each access counts."""
+    meta = type(module.Variable)
+    if getattr(meta, "_portal_grads", False) or meta is type:
+        return
+    engine = [module.Variable.__dict__.get("_execution_engine")]
+    if engine[0] is None:
+        return
+
+    def get(cls):
+        _backward()
+        return engine[0]
+
+    def put(cls, value):
+        engine[0] = value
+    fget = _toplevel.Untraced(get) if _toplevel is not None else get   # unseen by a tracer
+    meta._execution_engine = property(fget, put)
+    meta._portal_grads = True
+
+
+def import_patches():
+    return {"torch.optim.optimizer": _patch_optimizer,
+            "torch.nn.modules.module": _patch_module,
+            "torch.autograd.variable": _patch_engine}
+
+
+# --- the verdict and the restore ----------------------------------------------------------
+
+def _noted(code, loop_line):
+    """The holder's notes for the current iteration of that loop: None where no
+    backward ran in it (or the loop is not marked), _UNKNOWN, or the list."""
+    iteration = sys.modules.get("_portal.iteration")
+    marks = iteration.marks_of(code, loop_line) if iteration is not None else None
+    h = (marks or {}).get("grads")
+    return h[0] if h else None
+
+
+def _plan(noted, saved=None):
+    """([(parameter, gradient to put back: None or the zeroed tensor)], how many
+    parameters the backward changed that cannot be put back).  A parameter that
+    an optimizer or module zeroed again later in the failed iteration (a second
+    model's `zero_grad()` before its own backward) is left as it is: the rerun
+    zeroes it again before it is used."""
+    at, notes = noted
+    owners = _OWNERS[0] if _OWNERS else {}
+    seen = {}
+    for p, g, version, zeroed, owner in notes:
+        later = owners.get(owner, _NO_ZERO)[0] > at
+        prev = seen.get(id(p))
+        if prev is not None:
+            zeroed, later = zeroed or prev[3], later or prev[4]
+        seen[id(p)] = (p, g, version, zeroed, later)
+    restore, lost = [], 0
+    for p, g, version, zeroed, later in seen.values():
+        now = p.grad
+        if g is None:
+            if now is not None:
+                restore.append((p, None))
+        elif now is g and g._version == version:
+            continue   # untouched by the backward (not reached yet, frozen ...)
+        elif zeroed:
+            restore.append((p, g))
+        elif not later and (saved is None or id(p) in saved):
+            lost += 1
+    return restore, lost
+
+
+def will_differ(code, loop_line, saved=None):
+    """[text]: what the failed iteration's backward did to gradients that the
+    restore cannot undo, for the parameters the checkpoint holds (`saved`: ids,
+    from decide.py's trial; None: all)."""
+    notes = _noted(code, loop_line)
+    if notes is None:
+        return []
+    if notes is _UNKNOWN:
+        return ["the failed iteration ran backward(), and the gradients before it could not be noted: "
+                "what it had already added to them will count twice"]
+    _, lost = _plan(notes, saved)
+    if not lost:
+        return []
+    what = "1 parameter" if lost == 1 else f"{lost} parameters"
+    return [f"the failed iteration's backward() had already added to the gradients of {what}: "
+            f"that micro-batch will count twice"]
+
+
+def restore(code, loop_line):
+    """Put back the gradients the failed iteration's backward changed where they
+    were None or zero when it started (the point is chosen: suspend.py)."""
+    notes = _noted(code, loop_line)
+    if notes is None or notes is _UNKNOWN:
+        return
+    fix, _ = _plan(notes)
+    if not fix:
+        return
+    torch = sys.modules["torch"]
+    with torch.no_grad():
+        for p, g in fix:
+            if g is not None:
+                g.zero_()
+            p.grad = g
