@@ -51,9 +51,12 @@ except ImportError:  # pragma: no cover - the native module is always built
 _SERIAL = [0]            # one count: each zero_grad, each engine access
 _LAST_BACKWARD = [0]     # the serial of the latest engine access
 _HOLDER = [None]         # the holder the marks since the latest backward share
-_OWNERS = []             # [WeakKeyDictionary: optimizer or module -> (serial of its zero_grad, set_to_none)]
+# id(optimizer or module) -> [weak reference to it, serial of its latest zero_grad, set_to_none]:
+# a plain dict (a WeakKeyDictionary costs microseconds to walk); the reference's
+# callback drops the entry.
+_OWNERS = {}
+_C = {}                  # C-speed helpers, set by the first patch (operator, itertools)
 _UNKNOWN = "unknown"     # a scan that failed: what the gradients were is not known
-_NO_ZERO = (0, False)    # an optimizer registered that has not zeroed
 
 
 # --- the marks ----------------------------------------------------------------------------
@@ -80,36 +83,50 @@ def _backward():
 
 
 def _scan(last_backward):
+    """[(owner, its parameters, their grads, the grads' versions (-1: None),
+    whether the owner zeroed them since the previous backward)]: lists made by C
+    loops (map), a few microseconds for a small model.  What an owner zeroed needs
+    no versions (its grads go back to zero, whatever the backward did to them),
+    and after set_to_none no grads (all None)."""
     notes = []
-    owners = _OWNERS[0] if _OWNERS else {}
-    for owner, (serial, to_none) in list(owners.items()):
-        zeroed = serial > last_backward and not to_none   # zeroed in place since the last backward
-        for p in _params_of(owner):
-            g = p.grad
-            notes.append((p, g, -1 if g is None else g._version, zeroed, owner))
+    c = _C
+    for ref, serial, to_none in list(_OWNERS.values()):
+        owner = ref()
+        if owner is None:
+            continue
+        params = _params_of(owner)
+        zeroed = serial > last_backward
+        if zeroed and to_none:
+            notes.append((owner, params, None, None, True))
+            continue
+        grads = list(map(c["grad"], params))
+        notes.append((owner, params, grads, None if zeroed else list(map(getattr, grads, c["version"], c["none"])),
+                      zeroed))
     return notes
 
 
 def _params_of(owner):
     groups = getattr(owner, "param_groups", None)
     if groups is not None:
-        return [p for group in groups for p in group["params"]]
+        return list(_C["chain"](map(_C["params"], groups)))
     return list(owner.parameters())
 
 
 # --- the patches --------------------------------------------------------------------------
 
-def _owners():
-    if not _OWNERS:   # weakref: imported by torch by now, never by Portal's start-up
-        import weakref
-        _OWNERS.append(weakref.WeakKeyDictionary())
-    return _OWNERS[0]
+def _entry(owner):
+    key = id(owner)
+    entry = _OWNERS.get(key)
+    if entry is None or entry[0]() is not owner:
+        import weakref   # imported by torch by now, never by Portal's start-up
+        entry = _OWNERS[key] = [weakref.ref(owner, lambda _, key=key: _OWNERS.pop(key, None)), 0, False]
+    return entry
 
 
 def register(optimizer):
     """An optimizer made, or rebuilt by a resume (torch_state.py)."""
     try:
-        _owners().setdefault(optimizer, _NO_ZERO)
+        _entry(optimizer)
     except TypeError:
         pass
 
@@ -117,9 +134,19 @@ def register(optimizer):
 def _zeroed(owner, to_none):
     _SERIAL[0] += 1
     try:
-        _owners()[owner] = (_SERIAL[0], bool(to_none))
+        entry = _entry(owner)
     except TypeError:
-        pass
+        return
+    entry[1], entry[2] = _SERIAL[0], bool(to_none)
+
+
+def _helpers():
+    if not _C:   # torch imports both long before its optimizers
+        import itertools
+        import operator
+        _C.update(grad=operator.attrgetter("grad"), params=operator.itemgetter("params"),
+                  chain=itertools.chain.from_iterable, version=itertools.repeat("_version"),
+                  none=itertools.repeat(-1), nones=itertools.repeat(None))
 
 
 def _default_to_none(fn):
@@ -144,6 +171,7 @@ def _wrap_zero_grad(cls):
 
 
 def _patch_optimizer(module):
+    _helpers()
     cls = module.Optimizer
     if getattr(cls, "_portal_grads", False):
         return
@@ -160,6 +188,7 @@ def _patch_optimizer(module):
 
 
 def _patch_module(module):
+    _helpers()
     cls = module.Module
     if getattr(cls, "_portal_grads", False):
         return
@@ -212,14 +241,14 @@ def _plan(noted, saved=None):
     model's `zero_grad()` before its own backward) is left as it is: the rerun
     zeroes it again before it is used."""
     at, notes = noted
-    owners = _OWNERS[0] if _OWNERS else {}
     seen = {}
-    for p, g, version, zeroed, owner in notes:
-        later = owners.get(owner, _NO_ZERO)[0] > at
-        prev = seen.get(id(p))
-        if prev is not None:
-            zeroed, later = zeroed or prev[3], later or prev[4]
-        seen[id(p)] = (p, g, version, zeroed, later)
+    for owner, params, grads, versions, zeroed in notes:
+        entry = _OWNERS.get(id(owner))
+        later = entry is not None and entry[0]() is owner and entry[1] > at
+        for p, g, version in zip(params, grads or _C["nones"], versions or _C["none"]):
+            prev = seen.get(id(p))
+            seen[id(p)] = (p, g, version, zeroed or (prev is not None and prev[3]),
+                           later or (prev is not None and prev[4]))
     restore, lost = [], 0
     for p, g, version, zeroed, later in seen.values():
         now = p.grad
