@@ -119,8 +119,14 @@ def _entry(owner):
     entry = _OWNERS.get(key)
     if entry is None or entry[0]() is not owner:
         import weakref   # imported by torch by now, never by Portal's start-up
-        entry = _OWNERS[key] = [weakref.ref(owner, lambda _, key=key: _OWNERS.pop(key, None)), 0, False]
+        entry = _OWNERS[key] = [weakref.ref(owner, lambda ref, key=key: _forget(key, ref)), 0, False]
     return entry
+
+
+def _forget(key, ref):
+    entry = _OWNERS.get(key)
+    if entry is not None and entry[0] is ref:
+        del _OWNERS[key]
 
 
 def register(optimizer):
