@@ -139,3 +139,30 @@ def test_a_real_out_of_memory_error_inside_backward(work):
     assert b"can't allocate memory" in first.stderr or b"MemoryError" in first.stderr, first.stderr.decode()
     assert differ_lines(first.stderr) == []
     assert second.stdout == python_digest(args)
+
+
+def test_a_retry_sees_the_gradients_put_back(work):
+    """oom.action=retry resumes at once from the checkpoint written after the
+    gradients were put back: one command, python's result."""
+    args = ("zero_last", "1", "opt", "1")
+    run = subprocess.run([PORTAL_RUN, "--policy", "oom.action=retry", "train.py", *args], cwd=work,
+                         capture_output=True, timeout=TIMEOUT,
+                         env=store_env(work.parent / "home", PORTAL_FAKE_OOM=f"work/train.py:{IN_BACKWARD}@6"))
+    assert run.returncode == 0, run.stderr.decode()
+    assert b"portal: retrying: " in run.stderr
+    assert run.stdout == python_digest(args)
+
+
+def test_a_skipped_item_leaves_no_half_backward_in_the_gradients(work):
+    """oom.action=skip drops the item in the same process: its half-done backward
+    does not reach the next step.  Python's equivalent is the run whose step 5
+    never happened (SKIP=5), with no fake error."""
+    args = ("zero_last", "0", "opt", "0")
+    run = subprocess.run([PORTAL_RUN, "--policy", "oom.action=skip", "train.py", *args], cwd=work,
+                         capture_output=True, timeout=TIMEOUT,
+                         env=store_env(work.parent / "home", PORTAL_FAKE_OOM=f"work/train.py:{IN_BACKWARD}@6"))
+    assert run.returncode == 0, run.stderr.decode()
+    python = subprocess.run([PYTHON, "train.py", *args], cwd=work, capture_output=True, timeout=TIMEOUT,
+                            env=dict(os.environ, SKIP="5"))
+    assert python.returncode == 0, python.stderr.decode()
+    assert run.stdout == python.stdout != python_digest(args)
