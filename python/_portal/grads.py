@@ -94,11 +94,11 @@ def _scan(last_backward):
         owner = ref()
         if owner is None:
             continue
-        params = _params_of(owner)
         zeroed = serial > last_backward
-        if zeroed and to_none:
-            notes.append((owner, params, None, None, True))
+        if zeroed and to_none:   # all None: its parameters are listed at the rescue only
+            notes.append((owner, None, None, None, True))
             continue
+        params = _params_of(owner)
         grads = list(map(c["grad"], params))
         notes.append((owner, params, grads, None if zeroed else list(map(getattr, grads, c["version"], c["none"])),
                       zeroed))
@@ -139,10 +139,12 @@ def register(optimizer):
 
 def _zeroed(owner, to_none):
     _SERIAL[0] += 1
-    try:
-        entry = _entry(owner)
-    except TypeError:
-        return
+    entry = _OWNERS.get(id(owner))
+    if entry is None or entry[0]() is not owner:
+        try:
+            entry = _entry(owner)
+        except TypeError:
+            return
     entry[1], entry[2] = _SERIAL[0], bool(to_none)
 
 
@@ -251,6 +253,8 @@ def _plan(noted, saved=None):
     for owner, params, grads, versions, zeroed in notes:
         entry = _OWNERS.get(id(owner))
         later = entry is not None and entry[0]() is owner and entry[1] > at
+        if params is None:
+            params = _params_of(owner)
         for p, g, version in zip(params, grads or _C["nones"], versions or _C["none"]):
             prev = seen.get(id(p))
             seen[id(p)] = (p, g, version, zeroed or (prev is not None and prev[3]),
