@@ -271,7 +271,7 @@ def _plan(noted, saved=None):
             restore.append((p, g))
         elif not later and (saved is None or id(p) in saved):
             lost += 1
-    return restore, lost
+    return restore, lost, seen
 
 
 def will_differ(code, loop_line, saved=None):
@@ -284,12 +284,40 @@ def will_differ(code, loop_line, saved=None):
     if notes is _UNKNOWN:
         return ["the failed iteration ran backward(), and the gradients before it could not be noted: "
                 "what it had already added to them will count twice"]
-    _, lost = _plan(notes, saved)
-    if not lost:
-        return []
-    what = "1 parameter" if lost == 1 else f"{lost} parameters"
-    return [f"the failed iteration's backward() had already added to the gradients of {what}: "
-            f"that micro-batch will count twice"]
+    _, lost, known = _plan(notes, saved)
+    out = []
+    if lost:
+        what = "1 parameter" if lost == 1 else f"{lost} parameters"
+        out.append(f"the failed iteration's backward() had already added to the gradients of {what}: "
+                   f"that micro-batch will count twice")
+    others = _unowned(known, saved)
+    if others:
+        what = "1 tensor" if others == 1 else f"{others} tensors"
+        out.append(f"the failed iteration's backward() may have added to the gradients of {what} that no "
+                   f"optimizer holds (Portal notes only an optimizer's parameters, or a module's that "
+                   f"zero_grad() zeroes): that micro-batch may count twice")
+    return out
+
+
+def _unowned(known, saved):
+    """How many leaf tensors of the checkpoint's state that require grad and hold
+    a gradient are not among the noted parameters (a hand-written SGD over its
+    own tensors): what they held before the backward is not known.  A walk of
+    the collector's objects, on the rescue's path only; 0 where the state's
+    objects are not known."""
+    torch = sys.modules.get("torch")
+    if torch is None or saved is None:
+        return 0
+    import gc
+    tensor, count = torch.Tensor, 0
+    for obj in gc.get_objects():
+        if isinstance(obj, tensor) and id(obj) in saved and id(obj) not in known:
+            try:
+                if obj.requires_grad and obj.is_leaf and obj.grad is not None:
+                    count += 1
+            except Exception:  # noqa: BLE001 - a tensor subclass that refuses: not counted
+                pass
+    return count
 
 
 def restore(code, loop_line):
@@ -298,7 +326,7 @@ def restore(code, loop_line):
     notes = _noted(code, loop_line)
     if notes is None or notes is _UNKNOWN:
         return
-    fix, _ = _plan(notes)
+    fix = _plan(notes)[0]
     if not fix:
         return
     torch = sys.modules["torch"]

@@ -166,3 +166,16 @@ def test_a_skipped_item_leaves_no_half_backward_in_the_gradients(work):
                             env=dict(os.environ, SKIP="5"))
     assert python.returncode == 0, python.stderr.decode()
     assert run.stdout == python.stdout != python_digest(args)
+
+
+def test_gradients_outside_any_optimizer_are_named_as_possible(work):
+    """A hand-written SGD step over a module's parameters, no optimizer, no
+    zero_grad(): Portal did not note those gradients before the backward, so the
+    tensors of the state that hold one are named as possibly counted twice."""
+    args = ("zero_last", "1", "none", "0")
+    first, second = suspend_and_resume(work, args, f"{IN_BACKWARD}@6")
+    assert differ_lines(first.stderr) == [
+        "portal: suspended: will differ: the failed iteration's backward() may have added to the gradients of "
+        "4 tensors that no optimizer holds (Portal notes only an optimizer's parameters, or a module's that "
+        "zero_grad() zeroes): that micro-batch may count twice"]
+    assert second.stdout != python_digest(args)

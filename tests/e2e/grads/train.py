@@ -3,7 +3,8 @@ PATTERN  zero_first: zero_grad() first in the body; zero_last: after the step,
          at the end of the body; accum: backward every micro-batch, step and
          zero_grad every 4th
 TO_NONE  1: zero_grad(set_to_none=True), 0: zeroed in place
-WHO      opt: optimizer.zero_grad(), net: module.zero_grad()
+WHO      opt: optimizer.zero_grad(), net: module.zero_grad(), none: no optimizer, a
+         hand-written SGD step that sets each gradient to None
 CKPT     1: the middle block under torch.utils.checkpoint (recomputed inside
          backward), 0: plain
 The custom Function Probe sits between the first layer and the middle block: a
@@ -78,7 +79,7 @@ def main():
     g = torch.Generator().manual_seed(1)
     data, target = torch.randn(48, 8, generator=g), torch.randn(48, 1, generator=g)
     net = Net()
-    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9)
+    opt = torch.optim.SGD(net.parameters(), lr=0.05, momentum=0.9) if WHO != "none" else None
     zeroer = opt if WHO == "opt" else net
     every = 4 if PATTERN == "accum" else 1
     for step in range(12):
@@ -90,7 +91,12 @@ def main():
         loss = ((net(x) - y) ** 2).mean() / every
         loss.backward()
         after = loss.detach()
-        if step % every == every - 1:
+        if step % every == every - 1 and WHO == "none":
+            with torch.no_grad():
+                for p in net.parameters():
+                    p -= 0.05 * p.grad
+                    p.grad = None
+        elif step % every == every - 1:
             opt.step()
             if PATTERN != "zero_first":
                 zeroer.zero_grad(set_to_none=TO_NONE)
