@@ -99,6 +99,9 @@ def _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, make_stat
     differ = [] if _portal_own(exc) else (irreversible.will_differ(loop_frame.f_code, loop_line, roots, saved)
                                           + _changed_variables(loop_frame, loop_line, site, exc)
                                           + _changed_objects(runtime, loop_frame, loop_line, site, exc, saved))
+    if not _portal_own(exc):   # gradients a backward of the failed iteration added to (grads.py)
+        from _portal import grads
+        differ = differ + grads.will_differ(loop_frame.f_code, loop_line, saved)
     if differ and runtime.policy.get("oom.exact") == "true":
         return "with oom.exact=true, not a point where something will differ: " + "; ".join(differ)
     return Point(frames, site, state, roots, differ)

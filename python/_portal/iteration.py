@@ -31,6 +31,7 @@ from _portal import generator_states
 from _portal import tqdm_state     # the counts of live tqdm bars
 from _portal import _frames        # the variables a mark reads (_scalars)
 from _portal.bytecode.slots import slot_names
+from _portal import grads          # the gradients before the iteration's first backward
 
 NAME = "__portal_iteration__"
 
@@ -99,7 +100,8 @@ def _states(numpy_too):
             "cuda": cuda,
             "irreversible": irreversible.note(),
             "loaders": _loader_counts(),
-            "bars": tqdm_state.note()}
+            "bars": tqdm_state.note(),
+            "grads": grads.holder()}
 
 
 def _loader_counts():

@@ -297,6 +297,9 @@ def _rescue(runtime, loop_frame, loop_line, exc):
                                                             roll_back=not preempted))
     if not isinstance(point, decide.Point):
         return _decline(runtime, exc, point) if point else None
+    if not preempted:   # the gradients the failed iteration's backward wrote, put back (grads.py)
+        from _portal import grads
+        grads.restore(loop_frame.f_code, loop_line)
     error = _Error(exc)                                         # its text, before the frames go
     point.notes = _notes(runtime, loop_frame, exc)              # what was passed over, and why
     # docs/policies.md; a preemption (safepoint.py) always suspends

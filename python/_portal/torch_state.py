@@ -337,7 +337,14 @@ def reduce_generator(g):
 def reduce_optimizer(opt):
     """All of its __dict__: ``Optimizer.__getstate__`` keeps only defaults, state
     and param_groups, losing an LR scheduler's step-counting wrapper."""
-    return (_rb_object, (type(opt),), dict(opt.__dict__), None, None, _set_dict)
+    return (_rb_object, (type(opt),), dict(opt.__dict__), None, None, _set_optimizer_dict)
+
+
+def _set_optimizer_dict(opt, d):
+    opt.__dict__.update(d)
+    grads = sys.modules.get("_portal.grads")
+    if grads is not None:   # its parameters' gradients are watched again (grads.py)
+        grads.register(opt)
 
 
 def reduce_grad_scaler(scaler):
