@@ -71,7 +71,7 @@ unwrapped, innermost first, so any program that compiles still compiles.
 """
 import ast
 
-from _portal import INSTRUMENT_VERSION, generator_close, reraise
+from _portal import INSTRUMENT_VERSION, generator_close, reraise, rng_names
 from _portal.bytecode.tables import T as _BYTECODE
 
 # Part of the instrumented-bytecode cache key: bump on any change of the output.
@@ -187,9 +187,14 @@ def _handler(loop_line, body_span=None):
         type=ast.Name(id=CATCH_NAME, ctx=ast.Load()), name=None, body=body))
 
 
+# What _calls() gives for a call with a `generator=` keyword (not a name).
+_GENERATOR_PASSED = rng_names.GENERATOR_KEYWORD + "="
+
+
 def _calls(stmts):
     """The names the statements (not the functions or classes they define) call:
-    `f(...)` gives f, `x.f(...)` gives f."""
+    `f(...)` gives f, `x.f(...)` gives f; a call passing `generator=` gives
+    _GENERATOR_PASSED too."""
     todo, names = list(stmts), set()
     while todo:
         node = todo.pop()
@@ -200,28 +205,39 @@ def _calls(stmts):
                 names.add(node.func.attr)
             elif isinstance(node.func, ast.Name):
                 names.add(node.func.id)
+            if any(k.arg == rng_names.GENERATOR_KEYWORD for k in node.keywords):
+                names.add(_GENERATOR_PASSED)
         todo.extend(ast.iter_child_nodes(node))
     return names
 
 
+def _marks_itself(called):
+    """A body that calls these names needs its iterations marked: it calls
+    `.backward()` or draws random numbers (rng_names.py: by name, or a call
+    passing `generator=`)."""
+    return "backward" in called or _GENERATOR_PASSED in called \
+        or not called.isdisjoint(rng_names.DRAWING)
+
+
 def _calls_backward(stmts, training=frozenset()):
-    """Whether the statements call a method named `backward`, or a function of the
-    module's own (by name) that does, however deep: a training loop's body
-    (iteration.py)."""
+    """Whether the statements call a method named `backward` or draw random
+    numbers (_marks_itself), or call a function of the module's own (by name) that
+    does, however deep: a loop whose iterations are marked (iteration.py)."""
     called = _calls(stmts)
-    return "backward" in called or not called.isdisjoint(training)
+    return _marks_itself(called) or not called.isdisjoint(training)
 
 
 def _training_functions(tree):
     """The names of the module's functions and methods whose bodies call
-    `.backward()`, directly or through other functions of the module (by name: a
-    Trainer's fit -> _train_epoch -> _step).  Names, not bindings: a same-named
-    function elsewhere is taken too, which costs only a mark."""
+    `.backward()` or draw random numbers (_marks_itself), directly or through
+    other functions of the module (by name: a Trainer's fit -> _train_epoch ->
+    _step).  Names, not bindings: a same-named function elsewhere is taken too,
+    which costs only a mark."""
     calls = {}
     for node in _walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             calls.setdefault(node.name, set()).update(_calls(node.body))
-    training = {name for name, called in calls.items() if "backward" in called}
+    training = {name for name, called in calls.items() if _marks_itself(called)}
     grew = True
     while grew:
         grew = False
@@ -233,9 +249,14 @@ def _training_functions(tree):
 
 
 def _mentions_numpy_random(stmts):
-    """Whether the statements mention `np.random` or `numpy.random`."""
-    return any(isinstance(n, ast.Attribute) and n.attr == "random" and isinstance(n.value, ast.Name)
-               and n.value.id in ("np", "numpy") for s in stmts for n in _walk(s))
+    """Whether the statements mention `np.random` or `numpy.random`, or import
+    from it (`from numpy.random import rand`)."""
+    return any((isinstance(n, ast.Attribute) and n.attr == "random" and isinstance(n.value, ast.Name)
+                and n.value.id in ("np", "numpy"))
+               or (isinstance(n, ast.ImportFrom) and n.level == 0
+                   and (n.module == "numpy.random" or (n.module == "numpy" and
+                                                       any(a.name == "random" for a in n.names))))
+               for s in stmts for n in _walk(s))
 
 
 def _target_names(loop):
