@@ -189,12 +189,23 @@ def _handler(loop_line, body_span=None):
 
 # What _calls() gives for a call with a `generator=` keyword (not a name).
 _GENERATOR_PASSED = rng_names.GENERATOR_KEYWORD + "="
+# The prefix of a name handed to a call as an argument (not a name either).
+_HANDED = "&"
+
+
+def _reaches(called, functions):
+    """Whether _calls()'s names call one of `functions` (names of the module's
+    functions), or hand one to a call."""
+    return not called.isdisjoint(functions) or \
+        any(name[0] == _HANDED and name[1:] in functions for name in called)
 
 
 def _calls(stmts):
     """The names the statements (not the functions or classes they define) call:
-    `f(...)` gives f, `x.f(...)` gives f; a call passing `generator=` gives
-    _GENERATOR_PASSED too."""
+    `f(...)` gives f, `x.f(...)` gives f; a name handed to a call, which may call
+    it back (`opt.step(closure)`), gives _HANDED + closure (a function of the
+    module's by that name is taken as called: _reaches); a call passing
+    `generator=` gives _GENERATOR_PASSED."""
     todo, names = list(stmts), set()
     while todo:
         node = todo.pop()
@@ -205,8 +216,12 @@ def _calls(stmts):
                 names.add(node.func.attr)
             elif isinstance(node.func, ast.Name):
                 names.add(node.func.id)
-            if any(k.arg == rng_names.GENERATOR_KEYWORD for k in node.keywords):
-                names.add(_GENERATOR_PASSED)
+            for k in node.keywords:
+                if k.arg == rng_names.GENERATOR_KEYWORD:
+                    names.add(_GENERATOR_PASSED)
+                elif isinstance(k.value, ast.Name):
+                    names.add(_HANDED + k.value.id)
+            names.update(_HANDED + a.id for a in node.args if isinstance(a, ast.Name))
         todo.extend(ast.iter_child_nodes(node))
     return names
 
@@ -224,7 +239,7 @@ def _calls_backward(stmts, training=frozenset()):
     numbers (_marks_itself), or call a function of the module's own (by name) that
     does, however deep: a loop whose iterations are marked (iteration.py)."""
     called = _calls(stmts)
-    return _marks_itself(called) or not called.isdisjoint(training)
+    return _marks_itself(called) or _reaches(called, training)
 
 
 def _training_functions(tree):
@@ -242,7 +257,7 @@ def _training_functions(tree):
     while grew:
         grew = False
         for name, called in calls.items():
-            if name not in training and not called.isdisjoint(training):
+            if name not in training and _reaches(called, training):
                 training.add(name)
                 grew = True
     return frozenset(training)

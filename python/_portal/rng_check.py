@@ -56,19 +56,23 @@ def note(*names):
             _NOTED[name] = state
 
 
-def _seeding(function, names):
-    """`function` (a library's seed function), noting the generators after it."""
+def _seeding(module, name, names):
+    """module.name (a library's seed function) replaced by one that calls it, then
+    notes the generators `names`.  Named as the module's attribute, so that pickle
+    finds the wrapper again by reference (`random.seed` is a bound method, whose
+    own qualified name is Random.seed)."""
+    function = getattr(module, name, None)
+    if function is None or hasattr(function, "__wrapped__"):
+        return
+
     def seeded(*args, **kwargs):
         result = function(*args, **kwargs)
         note(*names)
         return result
-    for attr in ("__module__", "__name__", "__qualname__", "__doc__"):
-        try:
-            setattr(seeded, attr, getattr(function, attr))
-        except (AttributeError, TypeError):
-            pass
+    seeded.__module__, seeded.__name__, seeded.__qualname__ = module.__name__, name, name
+    seeded.__doc__ = getattr(function, "__doc__", None)
     seeded.__wrapped__ = function
-    return seeded
+    setattr(module, name, seeded)
 
 
 def _patch_numpy(module):
@@ -79,18 +83,14 @@ def _patch_numpy(module):
     except Exception:
         pass
     for name in ("seed", "set_state"):
-        function = getattr(module, name, None)
-        if function is not None and not hasattr(function, "__wrapped__"):
-            setattr(module, name, _seeding(function, ("numpy",)))
+        _seeding(module, name, ("numpy",))
 
 
 def _patch_torch_random(module):
     # torch/random.py: torch/__init__.py takes manual_seed, seed and set_rng_state
     # from it after it is executed, so the patched functions are those it exports.
     for name in ("manual_seed", "seed", "set_rng_state"):
-        function = getattr(module, name, None)
-        if function is not None and not hasattr(function, "__wrapped__"):
-            setattr(module, name, _seeding(function, ("torch", "cuda")))
+        _seeding(module, name, ("torch", "cuda"))
 
 
 def _patch_torch(module):
@@ -99,9 +99,7 @@ def _patch_torch(module):
 
 def _patch_random(module):
     for name in ("seed", "setstate"):
-        function = getattr(module, name, None)
-        if function is not None and not hasattr(function, "__wrapped__"):
-            setattr(module, name, _seeding(function, ("random",)))
+        _seeding(module, name, ("random",))
 
 
 def _patch_random_module(module):

@@ -92,3 +92,16 @@ def test_from_numpy_random_import_notes_numpys_global_generator():
     tree, _ = instrument.instrument(ast.parse(source))
     loop = next(n for n in tree.body if isinstance(n, ast.For))
     assert [a.value for a in loop.body[0].body[0].value.args[:2]] == [2, True]
+
+
+def test_a_loop_that_hands_a_training_function_to_a_call_is_marked():
+    # the LBFGS pattern: the closure calls backward(), optimizer.step calls the closure
+    source = """
+for i in range(3):
+    def closure():
+        return model(x).sum().backward()
+    opt.step(closure)
+for i in range(3):
+    print(sample)
+"""
+    assert marked(source) == [2]
