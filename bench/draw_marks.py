@@ -21,11 +21,12 @@ BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BENCH_DIR)
 import overhead  # noqa: E402  (finding portal-run)
 
-PROGRAM = r'''
-import random, sys, time
-import numpy as np
+# One program a loop: a module that mentions np.random has numpy's global
+# generator noted too (about 20 us more a mark, iteration.py).
+PROGRAMS = {
+    "tight random.random() loop": r'''
+import random, time
 random.seed(0)
-rng = np.random.default_rng(0)
 
 def tight(n):
     hits = 0
@@ -35,19 +36,27 @@ def tight(n):
         if x * x + y * y < 1.0:
             hits += 1
     return hits
+''',
+    "numpy Generator, block loop": r'''
+import time
+import numpy as np
+rng = np.random.default_rng(0)
 
-def blocks(n):
+def tight(n):
     total = 0.0
     for i in range(n):
         total += float(rng.standard_normal(100_000).sum())
     return total
-
-for name, fn, n in (("tight random.random() loop", tight, 200_000), ("numpy block loop", blocks, 300)):
-    times = []
-    for _ in range(3):
-        t = time.perf_counter(); fn(n); times.append(time.perf_counter() - t)
-    print(f"{name}\t{min(times) / n * 1e6:.2f}")
+''',
+}
+TIMING = r'''
+n = int(__import__("sys").argv[1])
+times = []
+for _ in range(3):
+    t = time.perf_counter(); tight(n); times.append(time.perf_counter() - t)
+print(f"{min(times) / n * 1e6:.2f}")
 '''
+COUNTS = {"tight random.random() loop": 200_000, "numpy Generator, block loop": 300}
 
 
 def main():
@@ -56,16 +65,16 @@ def main():
     args = parser.parse_args()
     portal_run, _ = overhead.find_portal_run(args.portal_run)
     with tempfile.TemporaryDirectory() as tmp:
-        script = os.path.join(tmp, "draws.py")
-        with open(script, "w") as f:
-            f.write(PROGRAM)
         env = dict(overhead.bench_env(), PORTAL_HOME=os.path.join(tmp, "home"))
         rows = {}
-        for label, cmd in (("python", [sys.executable, script]), ("portal-run", [portal_run, script])):
-            out = subprocess.run(cmd, env=env, cwd=tmp, capture_output=True, text=True, check=True).stdout
-            for line in out.splitlines():
-                name, us = line.split("\t")
-                rows.setdefault(name, {})[label] = float(us)
+        for name, program in PROGRAMS.items():
+            script = os.path.join(tmp, f"draws{len(rows)}.py")
+            with open(script, "w") as f:
+                f.write(program + TIMING)
+            for label, cmd in (("python", [sys.executable]), ("portal-run", [portal_run])):
+                out = subprocess.run(cmd + [script, str(COUNTS[name])], env=env, cwd=tmp,
+                                     capture_output=True, text=True, check=True).stdout
+                rows.setdefault(name, {})[label] = float(out.split()[-1])
     print(f"{'loop':32s} {'python':>10s} {'portal-run':>12s}  (us per iteration, best of 3)")
     for name, row in rows.items():
         print(f"{name:32s} {row['python']:10.2f} {row['portal-run']:12.2f}")
