@@ -23,7 +23,6 @@ made itself (`torch.Generator()`, `np.random.default_rng()`, `random.Random`)
 and holds near the loop is noted too (generator_states.py) and saved with its
 state at the iteration's start.
 """
-import itertools
 import random
 import sys
 
@@ -35,8 +34,6 @@ NAME = "__portal_iteration__"
 
 # (code object, loop line) -> the states at the start of its latest iteration.
 _MARKS = {}
-# Numbers the marks in the order they are taken (rng_check.py: the latest of several).
-_SERIAL = itertools.count(1)
 # The marks of the loop being captured (roll_back), consulted by dataloader.py.
 _ROLLING_BACK = None
 _DATALOADER = "torch.utils.data.dataloader"
@@ -131,7 +128,6 @@ def iteration_start(loop_line, numpy_too=False, target_names=(), targets=()):
     marks["code"] = frame.f_code
     marks["targets"] = dict(zip(target_names, targets))
     marks["frame"] = id(frame)           # rng_check.py: which frame on the stack took it
-    marks["serial"] = next(_SERIAL)
     _MARKS[key] = marks
 
 

@@ -5,11 +5,13 @@ draws, rng_names.py) is saved with the generators as they were when its failed
 iteration started.  Another loop's iteration may still have drawn: through a
 library's function the name table cannot see, or from a generator Portal never
 found near the loop.  At the rescue each generator the checkpoint carries is
-compared with the latest state Portal noted of it *before* the failed iteration
-started: the mark of a loop of a frame on the stack (iteration.marks_on_stack),
-else the note taken when the library was imported (or the program seeded it, or a
-resume restored it).  Unchanged: nothing was drawn since, so nothing in the failed
-iteration either, and nothing is said.  Changed, or never noted: one line names
+compared with the states Portal noted of it *before* the failed iteration
+started: the marks of loops of the frames on the stack (iteration.marks_on_stack),
+the note a DataLoader iterator of a for loop around the error took once its
+epoch's sampling had drawn (dataloader.py), and the note taken when the library
+was imported (or the program seeded it, or a resume restored it).  Still equal to
+one of them: nothing was drawn since, so nothing in the failed iteration either,
+and nothing is said.  Changed, or never noted: one line names
 them, and `--policy oom.exact=true` declines the point (decide.py).
 
 The generators: `random`'s, numpy's global one, torch's CPU and CUDA default
@@ -193,12 +195,35 @@ def will_differ(loop_frame, loop_line, roots, saved=None):
             f"iteration started, and cannot tell that nothing was drawn since)"]
 
 
+def _loader_notes(roots):
+    """The states noted when a DataLoader iterator on a saved frame's stack (the
+    iterator of a for loop around the error: `for b in loader`, `enumerate(loader)`)
+    had given the first batch of its epoch (dataloader.py): its sampling had drawn,
+    and that was before the current iteration of each loop over it started."""
+    notes = []
+    for key, value in roots.items():
+        if not key.startswith("stack item "):
+            continue
+        if type(value) is enumerate:
+            value = value.__reduce__()[1][0]
+        if not getattr(type(value), "_portal_patched", False):
+            continue
+        snap = getattr(value, "_portal_rng_after", None)
+        if snap is not None:
+            default, explicit, random_state, numpy_state = snap
+            notes.append({"torch": default, "objects": explicit, "random": random_state,
+                          "numpy": numpy_state})
+    return notes
+
+
 def _moved(loop_frame, loop_line, roots, saved):
+    """Each generator not rolled back whose state is none that Portal noted before
+    the failed iteration started: those states, one any of them still equals,
+    say that nothing was drawn since (a state does not come back)."""
     from _portal import iteration, generator_states, irreversible
     code = loop_frame.f_code
     own = iteration.marks_of(code, loop_line)        # rolled back: exact
-    earlier = sorted(iteration.marks_on_stack(loop_frame, code, loop_line),
-                     key=lambda m: m.get("serial", 0), reverse=True)
+    earlier = iteration.marks_on_stack(loop_frame, code, loop_line) + _loader_notes(roots)
     moved = []
     for name, label in _LABELS:
         if own is not None and own.get(name) is not None:
@@ -206,21 +231,20 @@ def _moved(loop_frame, loop_line, roots, saved):
         current = _current(name)
         if current is None:
             continue
-        before = next((m[name] for m in earlier if m.get(name) is not None), None)
-        if before is not None and name == "random":
-            before = iteration.random_state(before)
-        if before is None:
-            before = _NOTED.get(name)
-        if before is None or not _same(current, before):
+        befores = [iteration.random_state(m[name]) if name == "random" else m[name]
+                   for m in earlier if m.get(name) is not None]
+        if _NOTED.get(name) is not None:
+            befores.append(_NOTED[name])
+        if not any(_same(current, before) for before in befores):
             moved.append(label)
     rolled = {id(obj) for obj, _ in (own or {}).get("objects", ())}
     for obj in _objects(loop_frame, saved):
         if id(obj) in rolled:
             continue
-        before = next((state for m in earlier for held, state in m.get("objects", ())
-                       if held is obj), None)
-        if before is None and _as_seeded(obj):
+        befores = [state for m in earlier for held, state in m.get("objects", ()) if held is obj]
+        if not befores and _as_seeded(obj):
             continue
-        if before is None or not _same(generator_states.state_of(obj), before):
+        current = generator_states.state_of(obj)
+        if not any(_same(current, before) for before in befores):
             moved.append(f"{irreversible._name(obj, roots)} ({_type_name(obj)})")
     return moved

@@ -7,7 +7,10 @@ torch.Generator passed as generator=, each drawn before a fake out-of-memory err
 in the same iteration: suspended, resumed by `portal resume` in a new process, the
 printed numbers (repr: every bit) must be python's.  fidelity_rng/unseen.py: a loop
 that draws through a name the table (rng_names.py) cannot see is named, and
-`oom.exact=true` declines it; a loop that draws nothing says nothing."""
+`oom.exact=true` declines it; a loop that draws nothing says nothing.
+fidelity_rng/loader.py: an evaluation loop over a shuffled DataLoader in a torch
+program (torch's generator drew before its iterations) says nothing and resumes
+exactly; dropout drawn through `model(x)` is named."""
 import os
 import shutil
 import subprocess
@@ -110,3 +113,26 @@ def test_a_loop_that_draws_nothing_says_nothing_and_resumes_exactly(work):
     second = resume(work)
     assert second.returncode == 0, second.stderr.decode()
     assert first.stdout + second.stdout == python(work, "unseen.py", "nothing")
+
+
+def test_an_evaluation_loop_over_a_shuffled_loader_says_nothing_and_resumes_exactly(work):
+    """torch's generator drew (the model's initialisation, the epoch's shuffle)
+    before the loop's iterations: compared with what the loader noted once its
+    epoch's sampling had drawn, nothing was drawn since."""
+    pytest.importorskip("torch")
+    first = suspend(work, "loader.py", "eval", _line("loader.py", "evaluation"))
+    assert first.returncode == SUSPENDED, first.stderr.decode()
+    assert differ_lines(first.stderr) == []
+    second = resume(work)
+    assert second.returncode == 0, second.stderr.decode()
+    assert first.stdout + second.stdout == python(work, "loader.py", "eval")
+
+
+def test_dropout_drawn_through_the_model_is_named(work):
+    pytest.importorskip("torch")
+    first = suspend(work, "loader.py", "train", _line("loader.py", "dropout drew"))
+    assert first.returncode == SUSPENDED, first.stderr.decode()
+    assert differ_lines(first.stderr) == [
+        "portal: suspended: will differ: random draws of the failed iteration are not rolled back: "
+        "torch's default generator (Portal did not note its state when that iteration started, and "
+        "cannot tell that nothing was drawn since)"]
