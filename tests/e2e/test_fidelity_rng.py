@@ -68,6 +68,7 @@ DRAWS = [("random", "random's global generator"),
          ("gauss", "a random.Random object"),
          ("numpy", "a module-level numpy Generator"),
          ("function", "in a function, numpy Generator"),
+         ("gauss_function", "in a function, random and a random.Random"),
          ("randn", "torch"),
          ("multinomial", "torch")]
 

@@ -23,6 +23,15 @@ def in_function():
         print(i, repr(x), repr(total))
 
 
+def gauss_in_function():
+    local = random.Random(9)
+    for i in range(6):
+        a = random.random()
+        x = local.gauss(0.0, 1.0)
+        room = [0.0] * 8                   # line 31: in a function, random and a random.Random
+        print(i, repr(a), repr(x))
+
+
 def torch_cases(kind):
     import torch
     torch.manual_seed(0)
@@ -34,26 +43,28 @@ def torch_cases(kind):
             x = torch.randn(3)
         else:
             x = torch.multinomial(weights, 2, generator=gen)
-        room = [0.0] * 8                   # line 37: torch
+        room = [0.0] * 8                   # line 46: torch
         print(i, x.tolist())
 
 
 if CASE == "random":
     for i in range(6):
         x = random.random()
-        room = [0.0] * 8                   # line 44: random's global generator
+        room = [0.0] * 8                   # line 53: random's global generator
         print(i, repr(x))
 elif CASE == "gauss":
     for i in range(6):
         x = chooser.gauss(0.0, 1.0)
-        room = [0.0] * 8                   # line 49: a random.Random object
+        room = [0.0] * 8                   # line 58: a random.Random object
         print(i, repr(x))
 elif CASE == "numpy":
     for i in range(6):
         x = rng.standard_normal(2)
-        room = [0.0] * 8                   # line 54: a module-level numpy Generator
+        room = [0.0] * 8                   # line 63: a module-level numpy Generator
         print(i, repr(x.tolist()))
 elif CASE == "function":
     in_function()
+elif CASE == "gauss_function":
+    gauss_in_function()
 elif CASE in ("randn", "multinomial"):
     torch_cases(CASE)
