@@ -8,4 +8,4 @@ runs during the program unless an error reaches one of its loops.
 __version__ = "0.1.0"
 # The instrumenter's version: a cache of instrumented code made by another one is
 # never used.  Here, not in instrument.py, so that a cache hit does not import ast.
-INSTRUMENT_VERSION = 10
+INSTRUMENT_VERSION = 11

@@ -105,7 +105,7 @@ def _patch(module):
             live.add(self)
         except Exception:
             self._portal_loader = self._portal_rng_init = None
-        self._portal_rng_epoch = self._portal_rng_first = None
+        self._portal_rng_epoch = self._portal_rng_first = self._portal_rng_after = None
         try:
             init(self, loader, *args, **kwargs)
         except BaseException as exc:
@@ -135,10 +135,18 @@ def _patch(module):
             except Exception:
                 self._portal_rng_init = None
         try:
-            return next_(self)
+            batch = next_(self)
         except BaseException as exc:   # a Dataset's error, StopIteration at the epoch's end
             drop_own_frame(exc)
             raise
+        # The epoch's sampling has drawn (rng_check.py: nothing drawn since, in a
+        # loop over this iterator, is nothing drawn by its failed iteration).
+        if self._num_yielded == 1:
+            try:
+                self._portal_rng_after = snapshot(loader_of(self))
+            except Exception:
+                self._portal_rng_after = None
+        return batch
 
     for fn, old in ((__init__, init), (_reset, reset), (__next__, next_)):
         fn.__name__, fn.__qualname__, fn.__doc__ = old.__name__, old.__qualname__, old.__doc__

@@ -96,7 +96,9 @@ def _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, make_stat
     threading_state.thaw_unsaved()          # only the threads the state holds stay held
     from _portal import irreversible
     # A preemption's point is an iteration that has not started: nothing of it to undo.
+    from _portal import rng_check
     differ = [] if _portal_own(exc) else (irreversible.will_differ(loop_frame.f_code, loop_line, roots, saved)
+                                          + rng_check.will_differ(loop_frame, loop_line, roots, saved)
                                           + _changed_variables(loop_frame, loop_line, site, exc)
                                           + _changed_objects(runtime, loop_frame, loop_line, site, exc, saved))
     if not _portal_own(exc):   # gradients a backward of the failed iteration added to (grads.py)

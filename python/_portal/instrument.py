@@ -71,7 +71,7 @@ unwrapped, innermost first, so any program that compiles still compiles.
 """
 import ast
 
-from _portal import INSTRUMENT_VERSION, comprehensions, generator_close, reraise
+from _portal import INSTRUMENT_VERSION, comprehensions, generator_close, reraise, rng_names
 from _portal.bytecode.tables import T as _BYTECODE
 
 # Part of the instrumented-bytecode cache key: bump on any change of the output.
@@ -187,9 +187,25 @@ def _handler(loop_line, body_span=None):
         type=ast.Name(id=CATCH_NAME, ctx=ast.Load()), name=None, body=body))
 
 
+# What _calls() gives for a call with a `generator=` keyword (not a name).
+_GENERATOR_PASSED = rng_names.GENERATOR_KEYWORD + "="
+# The prefix of a name handed to a call as an argument (not a name either).
+_HANDED = "&"
+
+
+def _reaches(called, functions):
+    """Whether _calls()'s names call one of `functions` (names of the module's
+    functions), or hand one to a call."""
+    return not called.isdisjoint(functions) or \
+        any(name[0] == _HANDED and name[1:] in functions for name in called)
+
+
 def _calls(stmts):
     """The names the statements (not the functions or classes they define) call:
-    `f(...)` gives f, `x.f(...)` gives f."""
+    `f(...)` gives f, `x.f(...)` gives f; a name handed to a call, which may call
+    it back (`opt.step(closure)`), gives _HANDED + closure (a function of the
+    module's by that name is taken as called: _reaches); a call passing
+    `generator=` gives _GENERATOR_PASSED."""
     todo, names = list(stmts), set()
     while todo:
         node = todo.pop()
@@ -200,42 +216,62 @@ def _calls(stmts):
                 names.add(node.func.attr)
             elif isinstance(node.func, ast.Name):
                 names.add(node.func.id)
+            for k in node.keywords:
+                if k.arg == rng_names.GENERATOR_KEYWORD:
+                    names.add(_GENERATOR_PASSED)
+                elif isinstance(k.value, ast.Name):
+                    names.add(_HANDED + k.value.id)
+            names.update(_HANDED + a.id for a in node.args if isinstance(a, ast.Name))
         todo.extend(ast.iter_child_nodes(node))
     return names
 
 
+def _marks_itself(called):
+    """A body that calls these names needs its iterations marked: it calls
+    `.backward()` or draws random numbers (rng_names.py: by name, or a call
+    passing `generator=`)."""
+    return "backward" in called or _GENERATOR_PASSED in called \
+        or not called.isdisjoint(rng_names.DRAWING)
+
+
 def _calls_backward(stmts, training=frozenset()):
-    """Whether the statements call a method named `backward`, or a function of the
-    module's own (by name) that does, however deep: a training loop's body
-    (iteration.py)."""
+    """Whether the statements call a method named `backward` or draw random
+    numbers (_marks_itself), or call a function of the module's own (by name) that
+    does, however deep: a loop whose iterations are marked (iteration.py)."""
     called = _calls(stmts)
-    return "backward" in called or not called.isdisjoint(training)
+    return _marks_itself(called) or _reaches(called, training)
 
 
 def _training_functions(tree):
     """The names of the module's functions and methods whose bodies call
-    `.backward()`, directly or through other functions of the module (by name: a
-    Trainer's fit -> _train_epoch -> _step).  Names, not bindings: a same-named
-    function elsewhere is taken too, which costs only a mark."""
+    `.backward()` or draw random numbers (_marks_itself), directly or through
+    other functions of the module (by name: a Trainer's fit -> _train_epoch ->
+    _step).  Names, not bindings: a same-named function elsewhere is taken too,
+    which costs only a mark."""
     calls = {}
     for node in _walk(tree):
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             calls.setdefault(node.name, set()).update(_calls(node.body))
-    training = {name for name, called in calls.items() if "backward" in called}
+    training = {name for name, called in calls.items() if _marks_itself(called)}
     grew = True
     while grew:
         grew = False
         for name, called in calls.items():
-            if name not in training and not called.isdisjoint(training):
+            if name not in training and _reaches(called, training):
                 training.add(name)
                 grew = True
     return frozenset(training)
 
 
 def _mentions_numpy_random(stmts):
-    """Whether the statements mention `np.random` or `numpy.random`."""
-    return any(isinstance(n, ast.Attribute) and n.attr == "random" and isinstance(n.value, ast.Name)
-               and n.value.id in ("np", "numpy") for s in stmts for n in _walk(s))
+    """Whether the statements mention `np.random` or `numpy.random`, or import
+    from it (`from numpy.random import rand`)."""
+    return any((isinstance(n, ast.Attribute) and n.attr == "random" and isinstance(n.value, ast.Name)
+                and n.value.id in ("np", "numpy"))
+               or (isinstance(n, ast.ImportFrom) and n.level == 0
+                   and (n.module == "numpy.random" or (n.module == "numpy" and
+                                                       any(a.name == "random" for a in n.names))))
+               for s in stmts for n in _walk(s))
 
 
 def _target_names(loop):

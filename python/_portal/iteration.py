@@ -71,19 +71,25 @@ def _snapshot_function():
 
 
 def _random_mark():
-    """What a mark notes of `random`: ("snapshot", bytes, gauss_next), or getstate()."""
+    """What a mark notes of `random`: ("snapshot", bytes, gauss_next), getstate(),
+    or None when the program has not imported it.  The program's own module, from
+    its sys.modules: the one imported here at start-up is Portal's copy (boot.py
+    forgets start-up's imports), with a generator of its own."""
+    module = sys.modules.get("random")
+    inst = getattr(module, "_inst", None)
+    if inst is None:
+        return None
     if not _SNAPSHOT:
         _SNAPSHOT.append(_snapshot_function())
     snapshot = _SNAPSHOT[0]
-    inst = random._inst
-    if snapshot is None or type(inst).getstate is not random.Random.getstate:
-        return random.getstate()
+    if snapshot is None or type(inst).getstate is not module.Random.getstate:
+        return inst.getstate()
     return ("snapshot", snapshot(inst), inst.gauss_next)
 
 
 def random_state(noted):
-    """The random.getstate() value of what _random_mark() noted."""
-    if noted[0] != "snapshot":
+    """The random.getstate() value of what _random_mark() noted (None: none)."""
+    if noted is None or noted[0] != "snapshot":
         return noted
     return (random.Random.VERSION, _rngstate.internal_state(noted[1]), noted[2])
 
@@ -128,6 +134,7 @@ def iteration_start(loop_line, numpy_too=False, target_names=(), targets=(), reb
     marks["targets"] = dict(zip(target_names, targets))
     if rebound:
         marks["targets"].update(_scalars(frame, rebound))
+    marks["frame"] = id(frame)           # rng_check.py: which frame on the stack took it
     _MARKS[key] = marks
 
 
@@ -160,6 +167,21 @@ def _scalars(frame, names):
         return {}
     values = _frames.frame_slots(frame, 0, top, _UNBOUND)
     return {name: values[i] for name, i in slots if type(values[i]) in _SCALAR_TYPES}
+
+
+
+def marks_on_stack(frame, code, loop_line):
+    """[marks] taken by loops of `frame` (other than `code`'s loop at loop_line)
+    and of the frames that called it, while those frames ran: each was taken
+    before the current iteration of the loop at `loop_line` started (a caller's
+    before it made its call; one of `frame`'s by a loop that ran before that one,
+    or around it)."""
+    frames = {}
+    while frame is not None:
+        frames.setdefault((frame.f_code, id(frame)), True)
+        frame = frame.f_back
+    return [marks for (c, line), marks in list(_MARKS.items())
+            if (c, marks.get("frame")) in frames and not (c is code and line == loop_line)]
 
 
 def at_start(code, loop_line):
@@ -202,7 +224,8 @@ def roll_back(process, marks):
     DataLoader iterators are wound back as they are saved (batches_at_start)."""
     global _ROLLING_BACK
     _ROLLING_BACK = marks
-    process.random_state = random_state(marks["random"])
+    if marks["random"] is not None:
+        process.random_state = random_state(marks["random"])
     if marks["numpy"] is not None:
         process.numpy_state = marks["numpy"]
     torch_state = (process.plugins or {}).get("torch_state")

@@ -25,7 +25,7 @@ import sys
 MODULES = ("generators", "files", "threading_state", "csv_state", "torch_state", "dataloader", "tqdm_state",
            "logging_state", "generator_states", "iteration")
 # Those that define import_patches().
-PATCHING = ("dataloader", "irreversible", "grads")
+PATCHING = ("dataloader", "irreversible", "grads", "rng_check")
 
 
 def _load(name):

@@ -51,6 +51,8 @@ def _apply_process_state(process):
         numpy.random.set_state(process.numpy_state)
     from _portal import plugins
     plugins.restore_process(getattr(process, "plugins", None))
+    from _portal import rng_check
+    rng_check.note()      # the states the resumed program starts from
 
 
 def build_chain(frames, main_code):

@@ -39,11 +39,27 @@ typedef struct {
 
 static PyTypeObject *random_type; /* _random.Random; a strong reference held by the module */
 
+/* Whether rng is a _random.Random: the type this module was initialised with, or
+   another type object of the same C implementation (same tp_new and size: _random
+   imported again gives new heap types, and the program's `random` is not the copy
+   Portal's start-up imported, boot.py), or a subclass of one.  Borrowed references. */
+static int is_random(PyObject *rng)
+{
+    for (PyTypeObject *t = Py_TYPE(rng); t != NULL; t = t->tp_base) {
+        if (t == random_type || (t->tp_new == random_type->tp_new
+                                 && t->tp_basicsize == random_type->tp_basicsize
+                                 && strcmp(t->tp_name, random_type->tp_name) == 0)) {
+            return 1;
+        }
+    }
+    return 0;
+}
+
 /* snapshot(rng) -> new bytes. */
 static PyObject *rngstate_snapshot(PyObject *self, PyObject *rng)
 {
     (void)self;
-    if (!PyObject_TypeCheck(rng, random_type)) {
+    if (!is_random(rng)) {
         PyErr_SetString(PyExc_TypeError, "snapshot() needs a random.Random");
         return NULL;
     }

@@ -41,9 +41,10 @@ class Case:
     total_mib: int
     mem: Optional[str]   # portal-run --mem; None: in a memory cgroup of CGROUP_BYTES
     cap: str             # resident (the default) or address
+    program: str = PROGRAM.name   # a script of real_oom/, given KIND STEP_MIB TOTAL_MIB
 
     def args(self) -> List[str]:
-        return [PROGRAM.name, self.kind, str(self.step_mib), str(self.total_mib)]
+        return [self.program, self.kind, str(self.step_mib), str(self.total_mib)]
 
     def needs(self) -> Optional[str]:
         return self.kind if self.kind in ("torch", "numpy") else None
@@ -58,6 +59,8 @@ CASES = [
     Case("numpy_128m_1g_address", "numpy", 128, 1024, "1G", "address"),
     Case("torch_64m_cgroup_resident", "torch", 64, 1024, None, "resident"),
     Case("list_1m_cgroup_address", "list", 1, 1000, None, "address"),
+    # the iteration that runs out has drawn from a module-level numpy Generator first
+    Case("numpy_draw_16m_1g_resident", "numpy", 16, 1200, "1G", "resident", "draw_then_grow.py"),
 ]
 
 
@@ -153,7 +156,8 @@ def python_output(case: Case, workdir: Path, timeout: float) -> bytes:
 def _corpus(workdir: Path) -> Path:
     root = workdir / "real_oom"
     root.mkdir(parents=True, exist_ok=True)
-    shutil.copy(PROGRAM, root / PROGRAM.name)
+    for program in PROGRAM.parent.glob("*.py"):
+        shutil.copy(program, root / program.name)
     return root
 
 

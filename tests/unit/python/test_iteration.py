@@ -393,3 +393,24 @@ main()
         exec(compile_user_source(source, "m.py"), {"__name__": "m"})
     [marks] = iteration._MARKS.values()
     assert marks["targets"] == {"step": 3, "prev": 4, "epoch": 1}
+
+
+def test_the_snapshot_takes_the_programs_own_random_too():
+    """Portal's start-up imports random (and _random) before the program and
+    forgets them (boot.py): the program's generator is an instance of another
+    _random.Random type object, of the same C code: the snapshot takes it."""
+    import importlib
+    from _portal import _rngstate
+    import _random
+    saved = sys.modules.pop("_random")
+    try:
+        other = importlib.import_module("_random")
+    finally:
+        sys.modules["_random"] = saved
+    assert other.Random is not _random.Random
+    rng = other.Random(3)
+    rng.random()
+    # _random.Random's own getstate(): the 625 words of the state, as the snapshot's
+    assert _rngstate.internal_state(_rngstate.snapshot(rng)) == rng.getstate()
+    with pytest.raises(TypeError):
+        _rngstate.snapshot(object())

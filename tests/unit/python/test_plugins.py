@@ -15,5 +15,7 @@ def test_import_patches_imports_nothing_but_portal_s_own_modules():
                          env=dict(os.environ), check=True).stdout.splitlines()
     new_modules = eval(out[0])
     assert new_modules and all(m == "_portal" or m.startswith("_portal.") for m in new_modules), new_modules
-    assert eval(out[1]) == ["torch.autograd.variable", "torch.nn.modules.batchnorm", "torch.nn.modules.module",
-                            "torch.optim.lr_scheduler", "torch.optim.optimizer", "torch.utils.data.dataloader"]
+    assert eval(out[1]) == ["numpy.random", "random", "torch", "torch.autograd.variable",
+                            "torch.nn.modules.batchnorm", "torch.nn.modules.module",
+                            "torch.optim.lr_scheduler", "torch.optim.optimizer", "torch.random",
+                            "torch.utils.data.dataloader"]
