@@ -22,8 +22,10 @@ never imported it: the capture must not import libraries the program did not.
 import sys
 
 # In the order their reducers are consulted (a later one wins for the same type).
-MODULES = ("generators", "files", "threading_state", "csv_state", "torch_state", "dataloader", "tqdm_state",
-           "logging_state", "generator_states", "iteration")
+# submodules first: the library submodules the program reaches are imported again
+# before any other plug-in rebuilds what may use them.
+MODULES = ("submodules", "generators", "files", "threading_state", "csv_state", "torch_state", "dataloader",
+           "tqdm_state", "logging_state", "generator_states", "iteration")
 # Those that define import_patches().
 PATCHING = ("dataloader", "irreversible", "grads", "rng_check")
 
