@@ -114,6 +114,7 @@ WORDS = frozenset({
     ("_portal.torch_state", "_rb_view_of_leaf"),
     ("_portal.torch_state", "_set_dict"),
     ("_portal.torch_state", "_set_inference_mode"),
+    ("_portal.torch_state", "_set_optimizer_dict"),
     ("_portal.torch_state", "_set_tensor_state"),
     ("_portal.tqdm_state", "_rb_bar"),
     ("_portal.tqdm_state", "_set_bar"),
