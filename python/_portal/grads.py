@@ -43,6 +43,8 @@ Imports nothing but sys at the top (plugins.import_patches()).
 """
 import sys
 
+from _portal.passthrough import drop_own_frame   # imports nothing but sys
+
 try:   # imported with the package: the program's sys.modules no longer holds it later
     from _portal import _toplevel
 except ImportError:  # pragma: no cover - the native module is always built
@@ -170,7 +172,11 @@ def _wrap_zero_grad(cls):
     default = _default_to_none(old)
 
     def zero_grad(self, *args, **kwargs):
-        result = old(self, *args, **kwargs)
+        try:
+            result = old(self, *args, **kwargs)
+        except BaseException as exc:
+            drop_own_frame(exc)   # no frame of Portal's in the program's traceback
+            raise
         _zeroed(self, args[0] if args else kwargs.get("set_to_none", default))
         return result
     zero_grad.__name__, zero_grad.__qualname__ = old.__name__, old.__qualname__
@@ -186,7 +192,11 @@ def _patch_optimizer(module):
     init = cls.__init__
 
     def __init__(self, *args, **kwargs):
-        init(self, *args, **kwargs)
+        try:
+            init(self, *args, **kwargs)
+        except BaseException as exc:   # `optimizer got an empty parameter list`: python's traceback
+            drop_own_frame(exc)
+            raise
         register(self)
     __init__.__name__, __init__.__qualname__ = init.__name__, init.__qualname__
     __init__.__doc__, __init__.__wrapped__ = init.__doc__, init

@@ -22,6 +22,8 @@ Imports nothing but sys at the top (plugins.import_patches()).
 """
 import sys
 
+from _portal.passthrough import drop_own_frame   # imports nothing but sys
+
 # name -> the state noted when the program imported, seeded or restored it.
 _NOTED = {}
 
@@ -68,7 +70,11 @@ def _seeding(module, name, names):
         return
 
     def seeded(*args, **kwargs):
-        result = function(*args, **kwargs)
+        try:
+            result = function(*args, **kwargs)
+        except BaseException as exc:
+            drop_own_frame(exc)   # no frame of Portal's in the program's traceback
+            raise
         note(*names)
         return result
     seeded.__module__, seeded.__name__, seeded.__qualname__ = module.__name__, name, name

@@ -1,5 +1,6 @@
 """Portal's patches of library functions (a DataLoader iterator's __next__, an LR
-scheduler's step, a BatchNorm's __init__: dataloader.py, irreversible.py) leave
+scheduler's step, a BatchNorm's __init__, an optimizer's __init__, zero_grad,
+torch.manual_seed: dataloader.py, irreversible.py, grads.py, rng_check.py) leave
 no frame of Portal's in a traceback: an error raised under them prints python's
 own text, compared whole with python's run of the same program."""
 import pytest
@@ -14,11 +15,15 @@ CASES = [
     (["dataset_error.py", "1"], b"Caught ValueError in DataLoader worker process 0"),
     (["scheduler_error.py", "scheduler"], b"ValueError: no factor for epoch 2"),
     (["scheduler_error.py", "batchnorm"], b"TypeError: empty() received an invalid"),
+    # wrapped to note gradients (grads.py) and random states (rng_check.py)
+    (["optimizer_error.py", "optimizer"], b"ValueError: optimizer got an empty parameter list"),
+    (["optimizer_error.py", "zero_grad"], b"TypeError: "),
+    (["optimizer_error.py", "seed"], b"Error: "),
 ]
 
 
 @pytest.mark.parametrize("args, expect", CASES, ids=["dataset", "dataset_worker", "scheduler",
-                                                     "batchnorm"])
+                                                     "batchnorm", "optimizer", "zero_grad", "seed"])
 def test_traceback_is_pythons(portal_run, workdir, args, expect):
     result = run_both(portal_run, workdir, args)
     assert result.python.returncode == 1 and expect in result.python.stderr, result.python.stderr
@@ -37,3 +42,10 @@ def test_the_patched_functions_are_portals(portal_run, workdir):
                          timeout=120)
     assert run.returncode == 0, run.stderr.decode()
     assert run.stdout.split() == [b"_portal.dataloader", b"_portal.irreversible", b"_portal.irreversible"]
+    code = ("import torch\n"
+            "print(torch.optim.Optimizer.__init__.__module__, torch.nn.Module.zero_grad.__module__, "
+            "hasattr(torch.manual_seed, '__wrapped__'))")
+    run = subprocess.run([portal_run, "-c", code], cwd=workdir, capture_output=True, env=base_env(),
+                         timeout=120)
+    assert run.returncode == 0, run.stderr.decode()
+    assert run.stdout.split() == [b"_portal.grads", b"_portal.grads", b"True"]
