@@ -19,6 +19,10 @@ comprehension is found from the instruction the error passed through in that
 frame: its source position (co_positions) lies inside a ListComp, SetComp or
 DictComp of the file's syntax tree.  Generator expressions keep their frame.
 """
+# At the top, never in a function: start-up forgets Portal's imports (boot.py), and
+# an `import ast` while the program's sys.path holds its working directory (the
+# instrumentation of a module it imports) would run a planted ast.py there.
+import ast        # instrument.py has imported it already: no start-up cost
 import linecache
 
 from _portal.bytecode.decode import CODE_UNIT   # co_positions has one entry per unit
@@ -86,7 +90,6 @@ _TREES = {}    # filename -> [(node type name, ((line, col), (end line, end col)
 def _comprehensions(filename):
     """The list, set and dict comprehensions of the file's source, outer before inner."""
     if filename not in _TREES:
-        import ast      # only on the way to a suspension, never at start-up
         found = []
         try:
             tree = ast.parse("".join(linecache.getlines(filename)), filename)
@@ -132,7 +135,6 @@ def iterates_loader(stmts) -> bool:
     permutation) or moves the iterator's count.  instrument.py marks such a loop's
     iterations, so that an error inside the comprehension is rolled back to the
     iteration's start (iteration.py): the generators and the loaders' counts."""
-    import ast
     todo = list(stmts)
     while todo:
         node = todo.pop()
