@@ -86,17 +86,23 @@ def decide(runtime, loop_frame, loop_line, exc, make_state):
 
 def _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, make_state):
     state, roots = make_state(frames, site)
+    from _portal import plugins
+    plugins.prepare()                       # in the program's thread: the trial pickles in another
     saved = _trial(runtime, state, roots)   # docs/fidelity.md: its cost
     if isinstance(saved, str):
         return saved
     from _portal import threading_state
     threading_state.thaw_unsaved()          # only the threads the state holds stay held
     from _portal import irreversible
+    seen = plugins.will_differ(roots, saved)
     # A preemption's point is an iteration that has not started: nothing of it to undo.
     differ = [] if _portal_own(exc) else (irreversible.will_differ(loop_frame.f_code, loop_line, roots, saved)
-                                          + _changed_variables(loop_frame, loop_line, site, exc))
+                                          + _changed_variables(loop_frame, loop_line, site, exc) + seen)
     if differ and runtime.policy.get("oom.exact") == "true":
         return "with oom.exact=true, not a point where something will differ: " + "; ".join(differ)
+    reason = plugins.at_suspension(saved)
+    if reason:
+        return reason
     return Point(frames, site, state, roots, differ)
 
 

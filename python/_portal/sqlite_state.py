@@ -1,0 +1,232 @@
+"""sqlite3 connections and cursors of the program (a plug-in, see plugins.py).
+
+Neither `sqlite3.Connection` nor `sqlite3.Cursor` can be pickled; a training
+script that logs its metrics to sqlite holds both.
+
+| object | saved as | restored as |
+|---|---|---|
+| connection to a database file | the file's absolute path (`PRAGMA database_list`, main) + `isolation_level`, `autocommit` (3.12+), `row_factory`, `text_factory`, `PRAGMA busy_timeout` (the `timeout`), `foreign_keys`, `synchronous` | `sqlite3.connect(path)` with the same settings; the file is the program's data on disk: not copied |
+| ... in a transaction at the suspension (`in_transaction`) | its uncommitted changes are committed when the checkpoint is written (the process ends: they would be lost) | `will differ:` line; `oom.exact=true` declines |
+| in-memory or temporary database (`:memory:`, `""`) | its content by value, `conn.serialize()`: with the uncommitted changes (sqlite serializes what the connection sees) + the settings above | `deserialize()`, copied into a new `:memory:` database (its bytes then stay python's); a connection that was in a transaction gets `BEGIN` again, so `in_transaction` and a later `commit()` are as they were (a later `rollback()` cannot undo what was written before the suspension) |
+| connection that wrote (`total_changes`) | the above | `will differ:` line: what the failed iteration wrote before the error is kept (in the file or the saved image) and it writes it again; Portal cannot tell whether it wrote, hence "may" |
+| closed connection | closed | a closed connection |
+| cursor | its connection (restored as above), `arraysize`, `row_factory` | a new cursor of the restored connection; its `description`, `lastrowid`, `rowcount` start empty |
+| cursor with rows still pending (a SELECT not read to its end) | declined by name | - |
+
+Why a cursor with pending rows declines rather than differs: its position
+cannot be restored, and a program reading it after the resume (`for row in
+cur:` as the loop itself) would see it empty and silently stop: a different
+run, not a footnote.  A SELECT read to its end (`fetchone()` of a count,
+`fetchall()`) is not pending and is saved.  Pending is sqlite3's own statement
+still held by the cursor (its garbage-collector referents).
+
+Declined by name: a connection with attached databases (more than one row of
+`PRAGMA database_list` besides `temp`), one with functions, aggregates or
+collations of the program's (`create_function`, `create_aggregate`,
+`create_window_function`, `create_collation`: seen in `PRAGMA function_list` /
+`collation_list` against a fresh connection's).  Not seen, so not restored:
+an authorizer, progress handler or trace callback, `detect_types`,
+`check_same_thread`, a read-only `file:...?mode=ro` URI (reopened read-write),
+other per-connection pragmas, an online backup in progress (`conn.backup()`
+runs to its end inside one call, so a loop's state cannot hold one half done).
+"""
+import sys
+
+_INFO = {}   # id -> (connection, its in_transaction, _inspect()), noted by prepare()
+
+
+def _rows(conn, sql):
+    return conn.execute(sql).fetchall()
+
+
+def _settings(conn):
+    return {"isolation_level": conn.isolation_level,
+            "autocommit": getattr(conn, "autocommit", None),      # 3.12+
+            "row_factory": conn.row_factory,
+            "text_factory": conn.text_factory,
+            "busy_timeout": _rows(conn, "PRAGMA busy_timeout")[0][0],
+            "foreign_keys": _rows(conn, "PRAGMA foreign_keys")[0][0],
+            "synchronous": _rows(conn, "PRAGMA synchronous")[0][0]}
+
+
+def _apply(conn, settings):
+    conn.row_factory = settings["row_factory"]
+    conn.text_factory = settings["text_factory"]
+    conn.execute(f"PRAGMA busy_timeout = {int(settings['busy_timeout'])}")
+    conn.execute(f"PRAGMA foreign_keys = {int(settings['foreign_keys'])}")
+    conn.execute(f"PRAGMA synchronous = {int(settings['synchronous'])}")
+    autocommit = settings["autocommit"]
+    if autocommit is not None and hasattr(conn, "autocommit"):
+        conn.autocommit = autocommit
+    return conn
+
+
+def _connect(path, settings):
+    import sqlite3
+    return sqlite3.connect(path, isolation_level=settings["isolation_level"])
+
+
+def _rb_connection(path, settings):
+    return _apply(_connect(path, settings), settings)
+
+
+def _rb_memory_connection(image, settings, in_transaction):
+    import sqlite3
+    # Copied from the deserialized image into a plain in-memory database: one left
+    # on deserialize()'s own file system would count its commits in its header (bytes
+    # 24-27, 92-99) where an in-memory database of python's run does not.
+    image_db = sqlite3.connect(":memory:")
+    try:
+        image_db.deserialize(image)
+        conn = _connect(":memory:", settings)
+        image_db.backup(conn)
+    finally:
+        image_db.close()
+    _apply(conn, settings)
+    if in_transaction and not conn.in_transaction:
+        conn.execute("BEGIN")
+    return conn
+
+
+def _rb_closed_connection():
+    conn = _connect(":memory:", {"isolation_level": ""})
+    conn.close()
+    return conn
+
+
+def _rb_cursor(conn, arraysize, row_factory):
+    cur = conn.cursor()
+    cur.arraysize = arraysize
+    cur.row_factory = row_factory
+    return cur
+
+
+_BUILTIN = []   # [(function names, collation names)] of a fresh connection
+
+
+def _own_callables(conn):
+    """The names of functions and collations the program added to conn."""
+    import sqlite3
+    if not _BUILTIN:
+        fresh = sqlite3.connect(":memory:")
+        try:
+            _BUILTIN.append((_functions(fresh), {r[1] for r in _rows(fresh, "PRAGMA collation_list")}))
+        finally:
+            fresh.close()
+    functions, collations = _BUILTIN[0]
+    own = sorted(_functions(conn) - functions) + sorted({r[1] for r in _rows(conn, "PRAGMA collation_list")}
+                                                         - collations)
+    return own
+
+
+def _functions(conn):
+    try:
+        return {(r[0], r[4]) for r in _rows(conn, "PRAGMA function_list")}
+    except Exception:   # noqa: BLE001 - an sqlite built without the introspection pragmas
+        return set()
+
+
+def _inspect(conn):
+    """What the reducer saves of conn, asked in the program's thread (sqlite3
+    serves a connection only in the thread that made it; the pickler runs in
+    one of Portal's own): (reducer args) or a reason to decline."""
+    import sqlite3
+    try:
+        databases = _rows(conn, "PRAGMA database_list")
+    except sqlite3.ProgrammingError as e:
+        if "thread" in str(e):
+            return "an sqlite3 connection made in another thread: Portal cannot read it from this one"
+        return (_rb_closed_connection, ())   # closed
+    attached = [name for _, name, _ in databases if name not in ("main", "temp")]
+    if attached:
+        return f"an sqlite3 connection with attached databases ({', '.join(attached)}): Portal cannot reattach them"
+    own = _own_callables(conn)
+    if own:
+        return (f"an sqlite3 connection with functions or collations of the program's "
+                f"({', '.join(n if isinstance(n, str) else n[0] for n in own)}): Portal cannot rebuild them")
+    path = next(file for _, name, file in databases if name == "main")
+    settings = _settings(conn)
+    if not path:
+        return (_rb_memory_connection, (conn.serialize(), settings, conn.in_transaction))
+    return (_rb_connection, (path, settings))
+
+
+def prepare():
+    """Before decide.py's trial, in the program's thread: each connection of the
+    program inspected (the garbage collector lists them: a connection cannot be
+    weakly referenced, so none is tracked as it is made)."""
+    _INFO.clear()
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is None:
+        return
+    import gc
+    for obj in gc.get_objects():
+        if type(obj) is sqlite3.Connection:
+            _INFO[id(obj)] = (obj, obj.in_transaction, _inspect(obj))
+
+
+def at_suspension(saved):
+    """The suspension is decided: the uncommitted changes of each database file
+    the checkpoint holds a connection to are committed (the process ends: they
+    would be lost); will_differ() said so.  Returns a reason to decline, or None."""
+    for conn, in_transaction, how in list(_INFO.values()):
+        if (saved is None or id(conn) in saved) and in_transaction and how[0] is _rb_connection:
+            try:
+                conn.commit()
+            except Exception as e:  # noqa: BLE001 - locked, disk full ...: the loop declines
+                return (f"the uncommitted changes of the sqlite database {how[1][0]} could not be "
+                        f"committed ({type(e).__name__}: {e})")
+    return None
+
+
+def _reduce_connection(conn):
+    from _portal.reducers import _Refuse
+    noted = _INFO.get(id(conn))
+    if noted is None or noted[0] is not conn:
+        raise _Refuse("an sqlite3 connection Portal did not find before the capture")
+    how = noted[2]
+    if isinstance(how, str):
+        raise _Refuse(how)
+    return how
+
+
+def _pending(cursor):
+    if cursor.description is None:
+        return False
+    import gc
+    return any(type(r).__name__ == "Statement" for r in gc.get_referents(cursor))
+
+
+def _reduce_cursor(cursor):
+    from _portal.reducers import _Refuse
+    if _pending(cursor):
+        raise _Refuse("an sqlite3 cursor with rows of a SELECT still to read: its position cannot be "
+                      "restored (read them to the end with fetchall() before the loop)")
+    return (_rb_cursor, (cursor.connection, cursor.arraysize, cursor.row_factory))
+
+
+def will_differ(roots, saved):
+    """[text] for the connections decide.py's trial saw (plugins.will_differ)."""
+    seen = [s for s in _INFO.values() if (saved is None or id(s[0]) in saved) and not isinstance(s[2], str)]
+    if not seen:
+        return []
+    from _portal.irreversible import _name
+    out = []
+    for conn, in_transaction, how in seen:
+        if how[0] is _rb_closed_connection:
+            continue
+        path = how[1][0] if how[0] is _rb_connection else None
+        what = f"the sqlite database {path or 'in memory'} ({_name(conn, roots)})"
+        wrote = "what the failed iteration may have written before the error (Portal cannot tell), which it writes again"
+        if in_transaction and path:
+            out.append(f"{what} had uncommitted changes: Portal committed them at the suspension, with {wrote}")
+        elif conn.total_changes:
+            out.append(f"{what} keeps {wrote}")
+    return out
+
+
+def reducers():
+    sqlite3 = sys.modules.get("sqlite3")
+    if sqlite3 is None:
+        return {}
+    return {sqlite3.Connection: _reduce_connection, sqlite3.Cursor: _reduce_cursor}
