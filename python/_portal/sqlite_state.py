@@ -36,14 +36,19 @@ _INFO = {}   # id -> (connection, its in_transaction, _inspect()), noted by prep
 
 
 def _rows(conn, sql):
-    return conn.execute(sql).fetchall()
+    cur = conn.cursor()
+    cur.row_factory = None     # tuples, whatever the program's row_factory
+    try:
+        return cur.execute(sql).fetchall()
+    finally:
+        cur.close()
 
 
-def _settings(conn):
+def _settings(conn, text_factory):
     return {"isolation_level": conn.isolation_level,
             "autocommit": getattr(conn, "autocommit", None),      # 3.12+
             "row_factory": conn.row_factory,
-            "text_factory": conn.text_factory,
+            "text_factory": text_factory,
             "busy_timeout": _rows(conn, "PRAGMA busy_timeout")[0][0],
             "foreign_keys": _rows(conn, "PRAGMA foreign_keys")[0][0],
             "synchronous": _rows(conn, "PRAGMA synchronous")[0][0]}
@@ -75,13 +80,14 @@ def _rb_memory_connection(image, settings, in_transaction):
     # Copied from the deserialized image into a plain in-memory database: one left
     # on deserialize()'s own file system would count its commits in its header (bytes
     # 24-27, 92-99) where an in-memory database of python's run does not.
-    image_db = sqlite3.connect(":memory:")
-    try:
-        image_db.deserialize(image)
-        conn = _connect(":memory:", settings)
-        image_db.backup(conn)
-    finally:
-        image_db.close()
+    conn = _connect(":memory:", settings)
+    if image:
+        image_db = sqlite3.connect(":memory:")
+        try:
+            image_db.deserialize(image)
+            image_db.backup(conn)
+        finally:
+            image_db.close()
     _apply(conn, settings)
     if in_transaction and not conn.in_transaction:
         conn.execute("BEGIN")
@@ -127,6 +133,15 @@ def _functions(conn):
 
 
 def _inspect(conn):
+    text_factory = conn.text_factory
+    conn.text_factory = str    # the pragmas' text as str, whatever the program reads
+    try:
+        return _inspect_as_str(conn, text_factory)
+    finally:
+        conn.text_factory = text_factory
+
+
+def _inspect_as_str(conn, text_factory):
     """What the reducer saves of conn, asked in the program's thread (sqlite3
     serves a connection only in the thread that made it; the pickler runs in
     one of Portal's own): (reducer args) or a reason to decline."""
@@ -145,9 +160,10 @@ def _inspect(conn):
         return (f"an sqlite3 connection with functions or collations of the program's "
                 f"({', '.join(n if isinstance(n, str) else n[0] for n in own)}): Portal cannot rebuild them")
     path = next(file for _, name, file in databases if name == "main")
-    settings = _settings(conn)
+    settings = _settings(conn, text_factory)
     if not path:
-        return (_rb_memory_connection, (conn.serialize(), settings, conn.in_transaction))
+        empty = not _rows(conn, "PRAGMA page_count")[0][0]    # serialize() refuses an empty one
+        return (_rb_memory_connection, (b"" if empty else conn.serialize(), settings, conn.in_transaction))
     return (_rb_connection, (path, settings))
 
 
@@ -162,7 +178,13 @@ def prepare():
     import gc
     for obj in gc.get_objects():
         if type(obj) is sqlite3.Connection:
-            _INFO[id(obj)] = (obj, obj.in_transaction, _inspect(obj))
+            try:
+                how = _inspect(obj)
+                in_transaction = how[0] is not _rb_closed_connection and obj.in_transaction
+            except Exception as e:  # noqa: BLE001 - declined by name if the state holds it
+                how = f"an sqlite3 connection Portal could not read ({type(e).__name__}: {e})"
+                in_transaction = False
+            _INFO[id(obj)] = (obj, in_transaction, how)
 
 
 def at_suspension(saved):

@@ -121,3 +121,21 @@ def test_oom_exact_declines_with_the_same_words_and_commits_nothing(work):
     assert conn.execute("SELECT step, name FROM metrics ORDER BY rowid").fetchall() == \
         [(s, n) for s in range(4) for n in ("loss", "w0")][:-1]
     conn.close()
+
+
+def test_a_restored_connection_is_saved_again_at_a_second_suspension(work):
+    """Suspended inside step 5's commit (its loss row committed with the rest, written
+    again by the rerun), resumed, suspended again before step 8 (nothing of it
+    written: no row twice), resumed: python's rows with step 5's loss row twice."""
+    expected = python_run(work)
+    env = store_env(work.parent / "home", PORTAL_FAKE_OOM=f"{SCRIPT}:{COMMIT}@6,{SCRIPT}:{LOSS}@10")
+    first = subprocess.run([PORTAL_RUN, SCRIPT], cwd=work, capture_output=True, timeout=120, env=env)
+    assert first.returncode == 75, first.stderr.decode()
+    [job] = [p.name for p in (work.parent / "home" / "jobs").iterdir()]
+    runs = [subprocess.run([PORTAL, "resume", job], cwd=work, capture_output=True, timeout=120,
+                           env=store_env(work.parent / "home")) for _ in range(2)]
+    assert [r.returncode for r in runs] == [75, 0], runs[-1].stderr.decode()
+    assert f"will differ: the sqlite database {work / 'metrics.db'} ('conn') {UNCOMMITTED}".encode() \
+        in runs[0].stderr
+    row = next(line for line in expected.splitlines() if line.startswith("5 loss "))
+    assert first.stdout.decode() + "".join(r.stdout.decode() for r in runs) == again(expected, row)
