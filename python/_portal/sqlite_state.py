@@ -5,9 +5,9 @@ script that logs its metrics to sqlite holds both.
 
 | object | saved as | restored as |
 |---|---|---|
-| connection to a database file | the file's absolute path (`PRAGMA database_list`, main) + `isolation_level`, `autocommit` (3.12+), `row_factory`, `text_factory`, `PRAGMA busy_timeout` (the `timeout`), `foreign_keys`, `synchronous` | `sqlite3.connect(path)` with the same settings; the file is the program's data on disk: not copied |
-| ... in a transaction at the suspension (`in_transaction`) | its uncommitted changes are committed when the checkpoint is written (the process ends: they would be lost) | `will differ:` line; `oom.exact=true` declines |
-| in-memory or temporary database (`:memory:`, `""`) | its content by value, `conn.serialize()`: with the uncommitted changes (sqlite serializes what the connection sees) + the settings above | `deserialize()`, copied into a new `:memory:` database (its bytes then stay python's); a connection that was in a transaction gets `BEGIN` again, so `in_transaction` and a later `commit()` are as they were (a later `rollback()` cannot undo what was written before the suspension) |
+| connection to a database file | the file's absolute path (`PRAGMA database_list`, main) + `isolation_level`, `autocommit` (3.12+), `row_factory`, `text_factory`, `PRAGMA busy_timeout` (the `timeout`), `foreign_keys`, `synchronous`, `check_same_thread=False` (a query from another thread answered) | `sqlite3.connect(path)` with the same settings; the file is the program's data on disk: not copied |
+| ... in a transaction at the suspension (`in_transaction`) | its uncommitted changes are committed once the suspension is decided, before the checkpoint is written (the process ends: they would be lost; python's run would have committed them later); a commit that fails (locked, disk full) declines the loop | `will differ:` line; `oom.exact=true` declines, committing nothing |
+| in-memory or temporary database (`:memory:`, `""`) | its content by value, `conn.serialize()`: with the uncommitted changes (sqlite serializes what the connection sees) + the settings above | `deserialize()`, copied into a new `:memory:` database (a temporary `""` one too) (its bytes then stay python's); a connection that was in a transaction gets `BEGIN` again, so `in_transaction` and a later `commit()` are as they were (a later `rollback()` cannot undo what was written before the suspension) |
 | connection that wrote (`total_changes`) | the above | `will differ:` line: what the failed iteration wrote before the error is kept (in the file or the saved image) and it writes it again; Portal cannot tell whether it wrote, hence "may" |
 | closed connection | closed | a closed connection |
 | cursor | its connection (restored as above), `arraysize`, `row_factory` | a new cursor of the restored connection; its `description`, `lastrowid`, `rowcount` start empty |
@@ -20,15 +20,23 @@ run, not a footnote.  A SELECT read to its end (`fetchone()` of a count,
 `fetchall()`) is not pending and is saved.  Pending is sqlite3's own statement
 still held by the cursor (its garbage-collector referents).
 
-Declined by name: a connection with attached databases (more than one row of
+A connection is read in the program's thread (prepare(), before decide.py's
+trial: sqlite3 serves a connection only in the thread that made it, and the
+pickler runs in one of Portal's); the garbage collector lists them (a
+connection cannot be weakly referenced, so none is tracked as it is made).
+
+Declined by name: a connection made in another thread of the program (without
+`check_same_thread=False`), a connection with attached databases (more than one row of
 `PRAGMA database_list` besides `temp`), one with functions, aggregates or
 collations of the program's (`create_function`, `create_aggregate`,
 `create_window_function`, `create_collation`: seen in `PRAGMA function_list` /
 `collation_list` against a fresh connection's).  Not seen, so not restored:
 an authorizer, progress handler or trace callback, `detect_types`,
-`check_same_thread`, a read-only `file:...?mode=ro` URI (reopened read-write),
+`cached_statements`, a read-only `file:...?mode=ro` URI (reopened read-write),
 other per-connection pragmas, an online backup in progress (`conn.backup()`
 runs to its end inside one call, so a loop's state cannot hold one half done).
+Subclasses of `Connection` or `Cursor` (`factory=`) are not handled: they cannot be
+pickled, as before.
 """
 import sys
 
@@ -68,7 +76,8 @@ def _apply(conn, settings):
 
 def _connect(path, settings):
     import sqlite3
-    return sqlite3.connect(path, isolation_level=settings["isolation_level"])
+    return sqlite3.connect(path, isolation_level=settings["isolation_level"],
+                           check_same_thread=settings.get("check_same_thread", True))
 
 
 def _rb_connection(path, settings):
@@ -101,7 +110,8 @@ def _rb_closed_connection():
 
 
 def _rb_cursor(conn, arraysize, row_factory):
-    cur = conn.cursor()
+    import sqlite3
+    cur = sqlite3.Cursor(conn)   # not conn.cursor(): that refuses a closed connection
     cur.arraysize = arraysize
     cur.row_factory = row_factory
     return cur
@@ -169,8 +179,7 @@ def _inspect_as_str(conn, text_factory):
 
 def prepare():
     """Before decide.py's trial, in the program's thread: each connection of the
-    program inspected (the garbage collector lists them: a connection cannot be
-    weakly referenced, so none is tracked as it is made)."""
+    program inspected (the module's docstring)."""
     _INFO.clear()
     sqlite3 = sys.modules.get("sqlite3")
     if sqlite3 is None:
@@ -185,6 +194,28 @@ def prepare():
                 how = f"an sqlite3 connection Portal could not read ({type(e).__name__}: {e})"
                 in_transaction = False
             _INFO[id(obj)] = (obj, in_transaction, how)
+    _note_shared((how[1][1], conn)    # the settings of either rebuild
+                 for conn, _, how in _INFO.values() if not isinstance(how, str) and how[0] is not _rb_closed_connection)
+
+
+def _note_shared(settings_and_connections):
+    """check_same_thread=False is not shown: a connection another thread may use is one
+    that answers a query from a thread of Portal's (once, at the suspension)."""
+    import threading
+    pairs = list(settings_and_connections)
+    if not pairs:
+        return
+
+    def probe():
+        for settings, conn in pairs:
+            try:
+                _rows(conn, "PRAGMA busy_timeout")
+                settings["check_same_thread"] = False
+            except Exception:  # noqa: BLE001 - the thread check: the default
+                pass
+    prober = threading.Thread(target=probe, name="portal-sqlite-probe", daemon=True)
+    prober.start()
+    prober.join()
 
 
 def at_suspension(saved):

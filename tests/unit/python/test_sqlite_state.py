@@ -32,12 +32,15 @@ def test_a_file_connection_is_reconnected_with_its_settings(tmp_path):
     assert back_cur.execute("SELECT a FROM t").fetchall() == [(b"x",)]
 
 
-def test_a_closed_connection_stays_closed():
+def test_a_closed_connection_stays_closed_with_its_cursor():
     conn = sqlite3.connect(":memory:")
+    cur = conn.cursor()
     conn.close()
-    [back] = round_trip([conn])
-    with pytest.raises(sqlite3.ProgrammingError):
-        back.execute("SELECT 1")
+    back, back_cur = round_trip([conn, cur])
+    assert back_cur.connection is back
+    for run in (back.execute, back_cur.execute):
+        with pytest.raises(sqlite3.ProgrammingError, match="closed database"):
+            run("SELECT 1")
 
 
 def test_an_in_memory_database_keeps_its_open_transaction():
@@ -73,3 +76,21 @@ def test_a_cursor_is_refused_only_while_rows_are_left_to_read():
     cur.fetchone()
     [back] = round_trip([cur])
     assert back.fetchall() == []
+
+
+def test_a_connection_of_another_thread_is_refused_unless_shared():
+    import threading
+    made = {}
+    worker = threading.Thread(target=lambda: made.update(
+        own=sqlite3.connect(":memory:"), shared=sqlite3.connect(":memory:", check_same_thread=False)))
+    worker.start()
+    worker.join()
+    with pytest.raises(reducers.Unsaveable) as e:
+        round_trip({"conn": made["own"]})
+    assert "an sqlite3 connection made in another thread: Portal cannot read it from this one" in str(e.value)
+    [back] = round_trip([made["shared"]])
+    answer = []
+    worker = threading.Thread(target=lambda: answer.append(back.execute("SELECT 2").fetchone()))
+    worker.start()
+    worker.join()
+    assert answer == [(2,)]   # still usable from any thread
