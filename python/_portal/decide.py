@@ -89,23 +89,30 @@ def decide(runtime, loop_frame, loop_line, exc, make_state):
 
 def _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, make_state):
     state, roots = make_state(frames, site)
+    from _portal import plugins
+    plugins.prepare()                       # in the program's thread: the trial pickles in another
     saved = _trial(runtime, state, roots)   # docs/fidelity.md: its cost
     if isinstance(saved, str):
         return saved
     from _portal import threading_state
     threading_state.thaw_unsaved()          # only the threads the state holds stay held
     from _portal import irreversible
+    seen = plugins.will_differ(roots, saved)
     # A preemption's point is an iteration that has not started: nothing of it to undo.
     from _portal import rng_check
     differ = [] if _portal_own(exc) else (irreversible.will_differ(loop_frame.f_code, loop_line, roots, saved)
                                           + rng_check.will_differ(loop_frame, loop_line, roots, saved)
                                           + _changed_variables(loop_frame, loop_line, site, exc)
-                                          + _changed_objects(runtime, loop_frame, loop_line, site, exc, saved))
+                                          + _changed_objects(runtime, loop_frame, loop_line, site, exc, saved)
+                                          + seen)
     if not _portal_own(exc):   # gradients a backward of the failed iteration added to (grads.py)
         from _portal import grads
         differ = differ + grads.will_differ(loop_frame.f_code, loop_line, saved)
     if differ and runtime.policy.get("oom.exact") == "true":
         return "with oom.exact=true, not a point where something will differ: " + "; ".join(differ)
+    reason = plugins.at_suspension(saved)
+    if reason:
+        return reason
     return Point(frames, site, state, roots, differ)
 
 

@@ -10,6 +10,15 @@ pickler knowing about it.  It may define, all optional:
     capture_process()   process-wide state to save (picklable), or None
     restore_process(s)  applies what capture_process() returned, before the
                         program's frames are re-entered
+    will_differ(roots, saved) [text] of what will differ from python's run among the
+                        objects its reducers saw in decide.py's trial pickling
+                        (`saved`: the ids the trial pickled, None: unknown;
+                        a `will differ:` line each; oom.exact=true declines)
+    prepare()           called before decide.py's trial pickling, in the program's
+                        thread (the pickler runs in one of Portal's own)
+    at_suspension(saved) the suspension is decided (after will_differ() and the
+                        oom.exact=true rule), before the checkpoint is written;
+                        returns a reason to decline after all, or None
     import_patches()    {library module name: fn(module)}, run by the import hook
                         right after that module is executed (in a fresh run and in
                         a resumed one): to note state the capture will need
@@ -24,8 +33,8 @@ import sys
 # In the order their reducers are consulted (a later one wins for the same type).
 # submodules first: the library submodules the program reaches are imported again
 # before any other plug-in rebuilds what may use them.
-MODULES = ("submodules", "generators", "files", "threading_state", "csv_state", "torch_state", "dataloader",
-           "tqdm_state", "logging_state", "generator_states", "iteration")
+MODULES = ("submodules", "generators", "files", "threading_state", "csv_state", "sqlite_state",
+           "torch_state", "dataloader", "tqdm_state", "logging_state", "generator_states", "iteration")
 # Those that define import_patches().
 PATCHING = ("dataloader", "irreversible", "grads", "rng_check")
 
@@ -67,6 +76,33 @@ def _both(first, second):
         first(module)
         second(module)
     return patch
+
+
+def will_differ(roots, saved):
+    out = []
+    for mod in _modules():
+        hook = getattr(mod, "will_differ", None)
+        if hook is not None:
+            out.extend(hook(roots, saved))
+    return out
+
+
+def prepare():
+    for mod in _modules():
+        getattr(mod, "prepare", _nothing)()
+
+
+def at_suspension(saved):
+    """The first reason a plug-in gives to decline after all, or None."""
+    for mod in _modules():
+        reason = getattr(mod, "at_suspension", _nothing)(saved)
+        if reason:
+            return reason
+    return None
+
+
+def _nothing(*_):
+    return None
 
 
 def capture_process():
