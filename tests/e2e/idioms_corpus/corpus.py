@@ -9,6 +9,8 @@ The harness (test_idioms_corpus.py) reads each idiom's marker comments:
     # corpus: real@HIT           on the line that calls grow(): a real shortage there
     # corpus-names: A, B         what a `will differ:` line must mention to name
                                  what this idiom's failed iteration changed
+    # corpus-declines: POINT: W  a known limit: at POINT the job is declined, and
+                                 the reason says W (any other decline fails)
 """
 import hashlib
 import os

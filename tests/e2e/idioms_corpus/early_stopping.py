@@ -2,6 +2,7 @@
 torch.save and appends a line to a log file; stops when the validation loss
 has not improved for `patience` epochs.  At the end the files are printed."""
 # corpus-names: best.pt, train.log, log, bad_epochs, best, opt
+# corpus-declines: inside: its state holds global 'loss' (torch.Tensor): a tensor in a live autograd graph
 
 import torch
 import torch.nn.functional as F

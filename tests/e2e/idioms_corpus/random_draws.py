@@ -1,6 +1,6 @@
 """A Monte Carlo estimate, no torch: the random module's own generator drawn in
 a loop at module level, a random.Random object drawn in a function's loop."""
-# corpus-names: random draws, random, rnd
+# corpus-names: random draws, random, rnd, estimates.append
 import random
 
 import corpus

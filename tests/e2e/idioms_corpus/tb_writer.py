@@ -3,7 +3,7 @@ TensorBoard's EventFileWriter is: records put on a queue, a daemon
 threading.Thread subclass taking them off, writing and flushing every flush_secs,
 stopped by a sentinel object put on the queue.  At the end the event file is
 printed: every record once, in order."""
-# corpus-names: writer, event, thread
+# corpus-names: writer, event, thread, opt
 import queue
 import threading
 import time

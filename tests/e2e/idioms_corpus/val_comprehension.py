@@ -1,7 +1,7 @@
 """Training that keeps a snapshot of the weights each epoch, then scores every
 snapshot on the validation set: a list comprehension over the (shuffled)
 validation DataLoader inside evaluate(), as a train()/evaluate() pair writes it."""
-# corpus-names: val_loader, comprehension, score
+# corpus-names: val_loader, comprehension, score, torch's default generator
 import torch
 import torch.nn.functional as F
 from torch import nn
