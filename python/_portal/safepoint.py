@@ -266,6 +266,8 @@ def _is_main(code):
 
 
 def _global(frame, event, arg):
+    if _deferred is None:   # the interpreter's exit cleared this module: the program has ended
+        return None
     if event == "call" and _deferred[0] and _is_main(frame.f_code):
         _deferred[0] = False
         if not _has_loops(frame.f_code):
@@ -280,6 +282,8 @@ def _global(frame, event, arg):
 
 
 def _local(frame, event, arg):
+    if _pending is None:    # the interpreter's exit cleared this module
+        return None
     if event == "line" and _pending[0] is not None and frame.f_lasti in _body_starts(frame.f_code):
         _stop_tracing()
         raise Preempted(_pending[0])
