@@ -20,10 +20,7 @@ import importlib
 import sys
 
 from _portal import reducers as _reducers   # not `reducers`: plugins.py reads that name
-
-
-def _is_portal(name):
-    return name == "_portal" or name.startswith("_portal.")
+from _portal.stream_words import is_portal as _is_portal   # Portal's own module names
 
 
 def capture_process():
