@@ -146,7 +146,7 @@ _UNBOUND = object()
 def _scalars(frame, names):
     """{name: value} of the variables of a function's frame among `names` (those
     its loop's body rebinds: `epoch += 1` in a handler, `best = loss`) that hold a
-    number, a string or None now, as the iteration starts: the rerun gets them
+    number (numpy's too), a string or None now, as the iteration starts: the rerun gets them
     back (reduce_frame_state) rather than the failed iteration's values.  Only
     these: a reference kept to another object (the last iteration's tensors)
     would keep it alive for a whole iteration; a cell is a closure's, left as it is."""
@@ -166,7 +166,17 @@ def _scalars(frame, names):
     if not top:
         return {}
     values = _frames.frame_slots(frame, 0, top, _UNBOUND)
-    return {name: values[i] for name, i in slots if type(values[i]) in _SCALAR_TYPES}
+    return {name: values[i] for name, i in slots if _is_scalar(values[i])}
+
+
+def _is_scalar(value):
+    """A number, a string, bytes or None; or a numpy number or bool (`total +=
+    x.sum()` makes a numpy.float64): immutable and small, like the others (not
+    numpy.void, which may be a view of a structured array's row)."""
+    if type(value) in _SCALAR_TYPES:
+        return True
+    np = sys.modules.get("numpy")
+    return np is not None and isinstance(value, (np.number, np.bool_))
 
 
 

@@ -177,3 +177,12 @@ def test_a_comprehension_over_a_loader_whose_name_does_not_say_so_is_named(work,
             "program, files) is not rolled back, and is changed again when the iteration runs again\n"
             ).encode() in first.stderr
     assert first.stdout + second.stdout != expected
+
+
+def test_a_numpy_number_rebound_in_a_marked_loop_resumes_bit_for_bit(work, tmp_path_factory):
+    """numpy_total.py: the error after `total += ...` made a numpy.float64 of it:
+    given back as the iteration started, like a float, not named."""
+    expected = python_output(("numpy_total.py",), str(tmp_path_factory.getbasetemp()))
+    first, second = suspend_and_resume(work, ["numpy_total.py"], "numpy_total.py:12@4")
+    assert named(first.stderr) == [], first.stderr.decode()
+    assert first.stdout + second.stdout == expected

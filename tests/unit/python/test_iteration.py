@@ -414,3 +414,34 @@ def test_the_snapshot_takes_the_programs_own_random_too():
     assert _rngstate.internal_state(_rngstate.snapshot(rng)) == rng.getstate()
     with pytest.raises(TypeError):
         _rngstate.snapshot(object())
+
+
+def test_a_marked_loop_notes_numpy_numbers_its_body_rebinds_but_not_arrays(installed):
+    """`total += x.sum()` makes a numpy.float64: immutable and small, noted like a
+    float, so the rerun gets it back; an array the body rebinds is not kept."""
+    source = """
+import numpy as np
+class Loss:
+    def backward(self):
+        pass
+def main():
+    total, flag, arr = 0.0, False, np.zeros(3)
+    for step in range(4):
+        total += np.arange(3.0).sum()
+        flag = flag ^ np.bool_(step % 2)
+        arr = arr + 1
+        Loss().backward()
+        if step == 3:
+            raise MemoryError("fake")
+main()
+"""
+    with pytest.raises(MemoryError):
+        exec(compile_user_source(source, "m.py"), {"__name__": "m"})
+    [marks] = iteration._MARKS.values()
+    noted = marks["targets"]
+    assert noted["total"] == 9.0 and type(noted["total"]) is np.float64
+    flag = np.bool_(False)
+    for step in range(3):               # the iterations before the failed one
+        flag = flag ^ np.bool_(step % 2)
+    assert noted["flag"] == flag and type(noted["flag"]) is np.bool_
+    assert "arr" not in noted
