@@ -4,7 +4,7 @@
     /usr/bin/python3 bench/instrumentation_ab.py [--rounds N] [--package-dir DIR]
 
 In ONE process, each steady-state workload of overhead.py is compiled twice, plain
-(compile(), as python does) and instrumented (_portal.instrument.
+(compile(), as python does) and instrumented (_portal.run.instrument.
 compile_user_source(), as portal-run does for the user's own code), and the two
 work() functions are timed alternately (order flipped every round).  The same
 process, heap and CPU run both, so a ratio here is the cost of the rewritten
@@ -62,7 +62,7 @@ def main():
     args = ap.parse_args()
     sys.path.insert(0, os.path.abspath(args.package_dir))
     sys.path.insert(0, WORKLOADS)
-    from _portal import instrument  # noqa: E402
+    from _portal.run import instrument  # noqa: E402
     builtins.__portal_rescue__ = lambda *a: None  # only called when a body raises
     os.environ.setdefault("OMP_NUM_THREADS", "1")
     sys.argv[1:] = []  # the workloads read --scale/--reps from sys.argv

@@ -18,7 +18,7 @@ either, and what each costs a program that never fails:
            event on that code, a callback every iteration.
 
 In ONE process each workload is compiled plain, instrumented
-(_portal.instrument.compile_user_source, as portal-run does) and plain with the
+(_portal.run.instrument.compile_user_source, as portal-run does) and plain with the
 monitoring events that would replace it, and the work() functions are timed
 alternately (order rotated every round): ratios against plain, medians and the
 median of per-round ratios.  The callbacks do the least they could (return
@@ -150,7 +150,7 @@ def main():
                          f"sys.monitoring (3.12+); nothing to compare\n")
         return 2
     sys.path.insert(0, os.path.abspath(args.package_dir))
-    from _portal import instrument  # noqa: E402
+    from _portal.run import instrument  # noqa: E402
     builtins.__portal_rescue__ = lambda *a: None      # called only when a body raises
     builtins.__portal_iteration__ = lambda *a: None   # the mark's call, at its cheapest
     ev = sys.monitoring.events

@@ -1,7 +1,7 @@
 // alloc_preload.hpp: how the supervisor preloads the resident cap's allocation
 // check (libportal_alloc.so, src/native/alloc_cap.c) into the interpreter, and
 // how the bootstrap gives the program the user's own LD_PRELOAD back
-// (python/_portal/boot.py), so that os.environ and exec'd children are as under
+// (python/_portal/run/boot.py), so that os.environ and exec'd children are as under
 // python.
 #pragma once
 

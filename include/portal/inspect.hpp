@@ -1,6 +1,6 @@
 // inspect.hpp: `portal inspect PATH_OR_JOB [--json]`: what a checkpoint holds and
 // whether it is sound, read without running it (a checkpoint is code: nothing is
-// unpickled).  The reading is Python's (python/_portal/inspect_checkpoint.py,
+// unpickled).  The reading is Python's (python/_portal/checkpoint/inspect_checkpoint.py,
 // the same checks `portal resume` makes first); this command finds the
 // checkpoint, then runs that module in the interpreter Portal was built for.
 // Exit status: the module's - 0 sound, 1 not (or no checkpoint), 2 usage.

@@ -15,7 +15,7 @@ namespace portal {
 // The absolute path of the running executable (/proc/self/exe).
 std::string self_executable();
 
-// The directory holding `_portal/boot.py` for the executable at `exe_path`.
+// The directory holding `_portal/run/boot.py` for the executable at `exe_path`.
 std::optional<std::string> find_package_dir(const std::string& exe_path);
 
 // The package found for `exe_path`, with the interpreter the build was configured

@@ -5,7 +5,7 @@
 // portal-run: embedding libpython3.11.so measured 10-30% slower on call-heavy
 // code than the PGO/LTO-built python3 binary (docs/architecture.md).
 // Portal's runtime enters through a one-line `-c` bootstrap and then makes the
-// process indistinguishable from `python3 SCRIPT ARGS` (python/_portal/boot.py).
+// process indistinguishable from `python3 SCRIPT ARGS` (python/_portal/run/boot.py).
 #pragma once
 
 #include <string>
@@ -28,7 +28,7 @@ struct Installation {
 // and sys.flags back.
 extern const char* const kSafePath;
 
-// The `-c` line: puts package_dir first on sys.path and runs _portal.boot.main().
+// The `-c` line: puts package_dir first on sys.path and runs _portal.run.boot.main().
 std::string bootstrap_line(const std::string& package_dir);
 
 // True when python runs `path` as Python source (a regular file that is neither

@@ -6,7 +6,7 @@
 // (job.json.tmp*, .checkpoint.tmp-*, .checkpoint.link-*).  The next command that
 // touches the job repairs both, under the job's lock (a job whose lock is held
 // is running: left alone).  The signature is checked by the resume itself
-// (python/_portal/checkpoint.py); here only the manifest's job_id and time are
+// (python/_portal/checkpoint/format.py); here only the manifest's job_id and time are
 // read, with the same size-capped O_NOFOLLOW reader as the record.
 #pragma once
 

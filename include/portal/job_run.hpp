@@ -7,7 +7,7 @@
 // (output_tee.hpp), hands the job's directory to the interpreter
 // (PORTAL_JOB_DIR, which boot.py removes before the program starts), and at the
 // end records how the run ended.  A suspension itself is recorded by the
-// interpreter process (python/_portal/suspend.py), which alone knows the loop.
+// interpreter process (python/_portal/rescue/suspend.py), which alone knows the loop.
 #pragma once
 
 #include <map>
@@ -52,7 +52,7 @@ public:
     // checkpoint (a resume's, or one it committed), the job is suspended at that
     // checkpoint (recovered, job_recovery.hpp) and the run failed.  A checkpoint
     // writer's leftovers of the program's (.checkpoint.tmp-PID-*) are removed.
-    // Returns the interpreter's retry request (python/_portal/retry.py: the
+    // Returns the interpreter's retry request (python/_portal/rescue/retry.py: the
     // record's retry_requested, moved into this run's entry as "retry"), or null.
     nlohmann::json finish(int& exit_code);
     // supervise() then finish(), and again for as long as the interpreter asks for

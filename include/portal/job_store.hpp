@@ -1,5 +1,5 @@
 // job_store.hpp: the job store, shared by portal-run, `portal` and (in Python)
-// python/_portal/jobs.py.  Layout and record fields: docs/job-store.md.
+// python/_portal/store/jobs.py.  Layout and record fields: docs/job-store.md.
 //
 //   $PORTAL_HOME (default ~/.portal)/            0700
 //     jobs/<JOB>/                                0700, JOB = <script stem>-<6 hex>;

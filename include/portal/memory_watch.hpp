@@ -16,7 +16,7 @@
 //   - below kLowWater it raises the limit back to the ceiling (hysteresis);
 //   - past the cap itself (one allocation written at once, grown past the cap
 //     between two looks), it asks the program to suspend at its next safe point
-//     (memory_signal(), python/_portal/safepoint.py, reason "memory"), and gives
+//     (memory_signal(), python/_portal/rescue/safepoint.py, reason "memory"), and gives
 //     the limit back its ceiling for the rescue's own work (the cap has been
 //     passed already; the safe point may come while the memory is still held).
 // What is counted: the interpreter process's anonymous resident pages (statm's
@@ -93,7 +93,7 @@ std::optional<Usage> parse_statm(const std::string& text, std::uint64_t page_siz
 // resident), then comes down only by what resident memory grew beyond new data
 // (pages of older reservations written), so that address space freed without
 // resident memory falling (an untouched reservation let go: the rescue's reserve,
-// rescue.py) stays the program's room, and one made and freed between two looks
+// rescue/entry.py) stays the program's room, and one made and freed between two looks
 // changes nothing.
 struct Decision {
     bool lowered = false;     // bounded by the head-room (from kHighWater to kLowWater)

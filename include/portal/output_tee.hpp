@@ -10,7 +10,7 @@
 // pipe or terminal (2>&1), one channel carries both, so that their order is kept.
 //
 // Portal's own lines start on a line of their own: where the interpreter writes
-// kLineMark to its stderr (python/_portal/lines.py: only when told that stderr is
+// kLineMark to its stderr (python/_portal/run/lines.py: only when told that stderr is
 // passed through here, kLineMarkVariable), the mark is taken out of the stream and
 // replaced by a newline when the last byte passed on by that channel (the
 // program's: a tqdm bar's `\r...` with no newline) was not one, by nothing

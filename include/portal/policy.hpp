@@ -3,7 +3,7 @@
 //
 // Supported: oom.on=true|false (false: every out-of-memory error fails at once, as
 // under python); oom.exact=true|false (true: a loop where the failed iteration
-// changed what a resume cannot roll back declines, python/_portal/irreversible.py).  A policy is recorded with the job and kept on resume unless
+// changed what a resume cannot roll back declines, python/_portal/fidelity/irreversible.py).  A policy is recorded with the job and kept on resume unless
 // given again.
 #pragma once
 

@@ -3,7 +3,7 @@
 // SIGTERM sent to the supervisor (and the signal --preempt-signal names, e.g.
 // SIGUSR1 for Slurm's --signal=B:USR1@120) is not passed on as it is: the
 // supervisor sends the interpreter a request (kRequestSignal, a real-time signal
-// whose handler, python/_portal/safepoint.py, only notes it), and the program
+// whose handler, python/_portal/rescue/safepoint.py, only notes it), and the program
 // suspends at the next start of an iteration of one of its loops, reason
 // `preempted`, exit 75.  The request waits until the interpreter catches the
 // request signal (its bootstrap installs the handler); a program that handles the
@@ -26,7 +26,7 @@ namespace portal::preempt {
 // The environment variable that tells the interpreter the request signal's number.
 constexpr const char* kSignalVariable = ::portal::contract::env::kPreemptSignal;
 // ... and the number of the signal it sends back to say that it has reached its
-// safe point and is writing its checkpoint (python/_portal/suspend.py): from
+// safe point and is writing its checkpoint (python/_portal/rescue/suspend.py): from
 // then on the grace no longer counts; the write is watched for progress instead.
 constexpr const char* kWritingVariable = ::portal::contract::env::kWritingSignal;
 constexpr double kDefaultGraceSeconds = 60.0;

@@ -1,6 +1,6 @@
 // store_trust.hpp: the job store is used only once it is the user's own.
 //
-// The rule (docs/security.md, "The store"; python/_portal/store.py holds the
+// The rule (docs/security.md, "The store"; python/_portal/store/trust.py holds the
 // same one): PORTAL_HOME and every directory and file under it that Portal reads
 // or writes is owned by the effective uid, not group/other-writable, and not a
 // symlink (the `checkpoint` link Portal made itself excepted).  Each existing

@@ -18,7 +18,7 @@ namespace portal {
 
 namespace {
 
-constexpr const char* kModuleFile = "_portal/inspect_checkpoint.py";
+constexpr const char* kModuleFile = "_portal/checkpoint/inspect_checkpoint.py";
 
 }  // namespace
 
@@ -45,7 +45,7 @@ std::vector<std::string> inspect_argv(const Installation& where, const std::stri
     // The package dir travels as an argument, not spliced into the code line.
     std::vector<std::string> argv{where.python, "-I", "-B", "-c",
                                   "import sys; sys.path.insert(0, sys.argv.pop(1)); "
-                                  "from _portal.inspect_checkpoint import main; sys.exit(main(sys.argv[1:]))",
+                                  "from _portal.checkpoint.inspect_checkpoint import main; sys.exit(main(sys.argv[1:]))",
                                   where.package_dir, path};
     if (json) argv.push_back("--json");
     return argv;

@@ -239,7 +239,7 @@ std::uint64_t suggested_mem_gib(const nlohmann::json& record) {
         had = json_uint(runs->back(), "mem").value_or(0);
     }
     // The program ran under the memory tripwire's cap for that memory, and the
-    // suspension report suggests twice that cap (python/_portal/suspend.py).
+    // suspension report suggests twice that cap (python/_portal/rescue/suspend.py).
     had = tripwire::cap_for(had != 0 ? had : tripwire::machine_memory());
     const std::uint64_t gib = std::uint64_t(1) << 30;
     return std::max<std::uint64_t>(2, (2 * had + gib - 1) / gib);

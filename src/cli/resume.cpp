@@ -210,14 +210,14 @@ int portal_resume(const ResumeRequest& request) {
                             : std::optional<std::uint64_t>(parse_mem_option(request.mem, tripwire::machine_memory()));
     try {
         // Each policy given again replaces the job's own of that key; the others are
-        // kept (python/_portal/restore.py merges them).
+        // kept (python/_portal/restore/resume.py merges them).
         set_boot_policy(parse_policies(request.policies));
     } catch (const PolicyError& e) {
         log::say("policy", std::string(e.what()) + " (see portal resume --help)");
         return kRefused;
     }
     if (!request.device_map.empty()) {
-        // Read by the restore while it rebuilds CUDA tensors (torch_state.py); the
+        // Read by the restore while it rebuilds CUDA tensors (torch/objects.py); the
         // program itself gets back the environment the job had.
         setenv(::portal::contract::env::kDeviceMap, request.device_map.c_str(), 1);
     }

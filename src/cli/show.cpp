@@ -100,7 +100,7 @@ void describe_slurm(std::ostream& out, const nlohmann::json& r) {
 }  // namespace
 
 std::string resume_command(const JobView& view) {
-    // A GPU's memory ran short (python/_portal/hint.py): a larger GPU, not --mem.
+    // A GPU's memory ran short (python/_portal/rescue/hint.py): a larger GPU, not --mem.
     const auto gpu = view.record.find("suggested_gpu");
     if (gpu != view.record.end() && gpu->is_boolean() && gpu->get<bool>()) {
         return "portal resume " + printable(view.job.id) + " --gpu MODEL (a GPU with more memory, e.g. A100)";
@@ -112,7 +112,7 @@ std::string resume_command(const JobView& view) {
         // `portal resume --mem` here refuses more than this machine has: said.
         there = " (this machine has " + format_size(machine) + ": on another one, or with --on slurm)";
     }
-    // In GiB, written as the suspension report writes it (python/_portal/hint.py).
+    // In GiB, written as the suspension report writes it (python/_portal/rescue/hint.py).
     return "portal resume " + printable(view.job.id) + " --mem " + std::to_string(gib) + "G" + there;
 }
 
@@ -165,7 +165,7 @@ std::string show_text(const JobView& view, std::time_t now) {
         out << "ended       " << short_time(r, "ended") << ", exit status " << field(r, "exit_status") << "\n";
     }
 
-    // --policy oom.action=skip: the items dropped (python/_portal/skip.py).
+    // --policy oom.action=skip: the items dropped (python/_portal/rescue/skip.py).
     const nlohmann::json skipped = r.value("skipped", nlohmann::json::array());
     if (skipped.is_array() && !skipped.empty()) {
         // The record lists the last items only; its count says how many there were.

@@ -171,7 +171,7 @@ nlohmann::json Job::modify_record(const std::function<void(nlohmann::json&)>& ch
     while (flock(fd, LOCK_EX) != 0 && errno == EINTR) {
     }
     {
-        // Every writer of job.json (this one, python/_portal/jobs.py) holds this
+        // Every writer of job.json (this one, python/_portal/store/jobs.py) holds this
         // flock while its temporary file exists: one seen now is an interrupted
         // writer's, never to be renamed in.
         std::error_code ec;

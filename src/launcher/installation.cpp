@@ -30,7 +30,7 @@ std::optional<std::string> find_package_dir(const std::string& exe_path) {
     const fs::path bin = fs::path(exe_path).parent_path();
     const fs::path candidate = bin / PORTAL_INSTALL_PYDIR_FROM_BIN;
     std::error_code ec;
-    if (!fs::is_regular_file(candidate / "_portal" / "boot.py", ec)) {
+    if (!fs::is_regular_file(candidate / "_portal" / "run" / "boot.py", ec)) {
         return std::nullopt;
     }
     return fs::weakly_canonical(candidate, ec).string();

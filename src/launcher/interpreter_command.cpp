@@ -50,7 +50,7 @@ const char* const kSafePath = "-P";
 
 std::string bootstrap_line(const std::string& package_dir) {
     return "__import__('sys').path.insert(0, " + python_literal(package_dir) +
-           ");__import__('_portal.boot').boot.main()";
+           ");__import__('_portal.run.boot').run.boot.main()";
 }
 
 bool runs_as_source(const std::string& path, const std::string& pyc_magic) {

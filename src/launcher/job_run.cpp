@@ -154,7 +154,7 @@ int JobRun::run_to_end(const std::vector<std::string>& argv, std::optional<std::
 
 void JobRun::remove_writer_leftovers() const {
     if (program_pid_ <= 0) return;
-    // checkpoint.py's names: .checkpoint.tmp-PID-XXXX (mkdtemp), .checkpoint.link-PID.
+    // checkpoint/format.py's names: .checkpoint.tmp-PID-XXXX (mkdtemp), .checkpoint.link-PID.
     const std::string tmp = ".checkpoint.tmp-" + std::to_string(program_pid_) + "-";
     const std::string link = ".checkpoint.link-" + std::to_string(program_pid_);
     std::error_code ec;
@@ -199,7 +199,7 @@ nlohmann::json JobRun::finish(int& exit_code) {
                                         "reason"}) {
                     if (r.contains(key)) entry[key] = r[key];
                 }
-                // oom.action=retry (python/_portal/retry.py): resumed at once by run_to_end().
+                // oom.action=retry (python/_portal/rescue/retry.py): resumed at once by run_to_end().
                 if (r.contains("retry_requested") && r["retry_requested"].is_object()) {
                     retry = r["retry_requested"];
                     retry["error"] = r.value("error", std::string());

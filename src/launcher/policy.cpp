@@ -18,7 +18,7 @@ constexpr std::size_t kMaxCountDigits = 6;
 const std::map<std::string, std::vector<std::string>> kSupported{
     {"oom.on", {"true", "false"}},
     {"oom.exact", {"true", "false"}},  // true: a point where something will differ declines
-    // What the rescue does at the loop it found (python/_portal/oom_policy.py).
+    // What the rescue does at the loop it found (python/_portal/rescue/policy.py).
     {"oom.action", {"suspend", "retry", "skip"}},
     {"oom.retries", {kCount}},    // retries of one item before suspending (default 1)
     {"oom.max_skips", {kCount}},  // skipped items per job before suspending (default 10)

@@ -222,7 +222,7 @@ int portal_run(const std::vector<std::string>& args, const std::string& invoked_
     installation->pyc_magic = python->pyc_magic;
     set_boot_policy(policies);
     // The bootstrap takes Portal's settings from the environment and removes them
-    // before the program starts (python/_portal/boot.py).
+    // before the program starts (python/_portal/run/boot.py).
     std::string roots;
     for (const auto& path : opts.user_code) {
         std::error_code ec;

@@ -137,7 +137,7 @@ void die_with(pid_t supervisor) {
 // usually sees (python's first open() still returns 3), or the lowest free one
 // where the descriptor limit is lower.  The bootstrap reads PORTAL_LOCK_FD,
 // removes it from the environment, and keeps the descriptor from its own children
-// (python/_portal/boot.py).
+// (python/_portal/run/boot.py).
 constexpr int kLockFdFloor = 100;
 
 void hand_over_lock(int job_lock_fd) {

@@ -5,7 +5,7 @@
  * uncaught exception (flush, sys.excepthook, exit status 1, SystemExit, and the
  * exit by SIGINT after finalisation for an unhandled KeyboardInterrupt).  The
  * interpreter process is Debian's /usr/bin/python3 started by portal-run with a
- * bootstrap (python/_portal/boot.py); this module is what makes the bootstrap's
+ * bootstrap (python/_portal/run/boot.py); this module is what makes the bootstrap's
  * own frames invisible to the program.
  */
 #define PY_SSIZE_T_CLEAN

@@ -321,7 +321,7 @@ def test_gc_expires_cleans_and_removes_old_jobs(store):
 # --- inspect ---------------------------------------------------------------------------
 
 def inspect_module_installed():
-    """`portal inspect` runs python/_portal/inspect_checkpoint.py, staged next to
+    """`portal inspect` runs python/_portal/checkpoint/inspect_checkpoint.py, staged next to
     the built portal; a build without it cannot inspect at all."""
     pkg = Path(PORTAL).resolve().parent.parent / "lib" / "portal" / "python" / "_portal"
     return (pkg / "inspect_checkpoint.py").exists()
@@ -329,7 +329,7 @@ def inspect_module_installed():
 
 def test_inspect_a_job_checkpoint(three, tmp_path):
     if not inspect_module_installed():
-        pytest.skip("python/_portal/inspect_checkpoint.py (module _portal.inspect_checkpoint) is not in "
+        pytest.skip("python/_portal/checkpoint/inspect_checkpoint.py (module _portal.checkpoint.inspect_checkpoint) is not in "
                     "this build: it lands on another branch")
     loop_py = str(three.work / "loop.py")
     text = three.portal("inspect", three.suspended).stdout.decode()

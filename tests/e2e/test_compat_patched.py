@@ -46,11 +46,11 @@ def test_the_patched_functions_are_portals(portal_run, workdir):
     run = subprocess.run([portal_run, "-c", code], cwd=workdir, capture_output=True, env=base_env(),
                          timeout=120)
     assert run.returncode == 0, run.stderr.decode()
-    assert run.stdout.split() == [b"_portal.dataloader", b"_portal.irreversible", b"_portal.irreversible"]
+    assert run.stdout.split() == [b"_portal.torch.dataloader", b"_portal.fidelity.irreversible", b"_portal.fidelity.irreversible"]
     code = ("import torch\n"
             "print(torch.optim.Optimizer.__init__.__module__, torch.nn.Module.zero_grad.__module__, "
             "hasattr(torch.manual_seed, '__wrapped__'))")
     run = subprocess.run([portal_run, "-c", code], cwd=workdir, capture_output=True, env=base_env(),
                          timeout=120)
     assert run.returncode == 0, run.stderr.decode()
-    assert run.stdout.split() == [b"_portal.grads", b"_portal.grads", b"True"]
+    assert run.stdout.split() == [b"_portal.fidelity.grads", b"_portal.fidelity.grads", b"True"]

@@ -10,7 +10,7 @@ undoes the damage and resumes the job, which ends with python's own output: the
 refusal really left the job intact.
 
 Also: the modes of everything Portal writes under a umask of 000, and `python3 -m
-_portal.inspect_checkpoint` (the engine of `portal inspect`) on a real job.
+_portal.checkpoint.inspect_checkpoint` (the engine of `portal inspect`) on a real job.
 """
 import hashlib
 import json
@@ -289,7 +289,7 @@ def test_everything_is_private_whatever_the_umask(tmp_path, expected):
 def inspect(job, *args):
     if not PYDIR:
         pytest.skip("PORTAL_PYDIR (the staged _portal package) is not set; CTest sets it")
-    return subprocess.run([PYTHON, "-m", "_portal.inspect_checkpoint", str(job.dir), *args],
+    return subprocess.run([PYTHON, "-m", "_portal.checkpoint.inspect_checkpoint", str(job.dir), *args],
                           capture_output=True, timeout=60,
                           env=env_for(job.home, PYTHONPATH=PYDIR))
 

@@ -1,5 +1,5 @@
 """Portal's report starts on a line of its own (output_tee.hpp's kLineMark,
-python/_portal/lines.py): after a progress line the program left unfinished
+python/_portal/run/lines.py): after a progress line the program left unfinished
 (a tqdm bar, `\\r` and no newline) the supervisor puts a newline before
 `portal: suspended: ...`; after a finished line it adds nothing; the mark itself
 never reaches the terminal, the file or the job's output.log."""

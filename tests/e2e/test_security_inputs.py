@@ -192,7 +192,7 @@ def test_a_script_named_like_an_option_gets_an_id_no_command_reads_as_one(store)
 
 
 def test_the_python_side_never_makes_an_id_that_starts_with_a_dash(store):
-    code = ("from _portal import jobs, job_contract as c; import re\n"
+    code = ("from _portal import job_contract as c; from _portal.store import jobs; import re\n"
             "for name in ['-x.py', '--x.py', '---', '-', '-\\u00e9t\\u00e9.py', 'a-b.py', 'x' * 60 + '.py']:\n"
             "    i = jobs.new_job_id(name)\n"
             "    assert re.fullmatch(c.ID_PATTERN, i) and not i.startswith('-'), (name, i)\n"

@@ -4,8 +4,8 @@ Programs of the idioms corpus (torch under autocast, a DataLoader with workers, 
 logging handler and an event writer with its flush thread, a csv reader over an
 open file, a package run with -m, an argparse parser) are suspended by a fake
 out-of-memory error; every name of Portal's own that each checkpoint's stream
-references (read with pickletools: _portal.stream_words.names_in) must be a word
-of python/_portal/stream_words.py, and at least one must be there."""
+references (read with pickletools: _portal.checkpoint.stream_words.names_in) must be a word
+of python/_portal/checkpoint/stream_words.py, and at least one must be there."""
 import os
 import re
 import shutil
@@ -38,7 +38,7 @@ def stream_words():
         pytest.skip("PORTAL_PYDIR (the staged _portal package) is not set; CTest sets it")
     sys.path.insert(0, PYDIR)
     try:
-        from _portal import stream_words
+        from _portal.checkpoint import stream_words
     finally:
         sys.path.remove(PYDIR)
     return stream_words

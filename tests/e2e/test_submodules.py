@@ -1,6 +1,6 @@
 """Library submodules the program reaches as attributes of their package
 (`import torch.utils.checkpoint` ... `torch.utils.checkpoint.checkpoint(...)`)
-still are after a resume (python/_portal/submodules.py): suspended by a fake
+still are after a resume (python/_portal/state/submodules.py): suspended by a fake
 out-of-memory error, resumed in a new process, the output is python's."""
 import re
 import shutil

@@ -191,8 +191,8 @@ def test_portal_run_subcommand_own_options(portal_cli):
 LAZY_MODULES = ("ast", "typing", "dataclasses", "pickle", "inspect",
                 "_portal.bytecode.liveness", "_portal.bytecode.decode",
                 "_portal.bytecode.resume_points", "_portal.bytecode.stack",
-                "_portal.bytecode.carried", "_portal.capture", "_portal.suspend",
-                "_portal.codemap", "_portal.instrument")
+                "_portal.bytecode.carried", "_portal.rescue.capture", "_portal.rescue.suspend",
+                "_portal.bytecode.codemap", "_portal.run.instrument")
 
 def imported(stderr: bytes) -> set:
     """The modules a process imported, from PYTHONPROFILEIMPORTTIME's lines on its
@@ -218,6 +218,6 @@ def test_start_up_imports_nothing_a_quiet_run_does_not_need(portal_run, tmp_path
                               timeout=RUN_TIMEOUT)
         assert proc.returncode == 0 and proc.stdout == b"hello\n", proc.stderr.decode()
     extra = imported(proc.stderr) - imported(python.stderr)
-    assert "_portal.runtime" in extra, "no import of Portal's runtime seen: not run by it?"
+    assert "_portal.run.runtime" in extra, "no import of Portal's runtime seen: not run by it?"
     paid = sorted(extra & set(LAZY_MODULES))
     assert not paid, f"start-up with the cached code imported {paid}"

@@ -307,7 +307,7 @@ def check_report(case: Case, stop: Stop, report: dict, outcome: Outcome, when: f
     # the report counts as the program does, from 0 (issue 11): the cases from 1
     got = None if report["iteration"] is None else int(report["iteration"]) + 1
     assert got == stop.iteration, where
-    # what ran short: a GPU's memory for a CUDA error (python/_portal/hint.py), else the machine's
+    # what ran short: a GPU's memory for a CUDA error (python/_portal/rescue/hint.py), else the machine's
     if "CUDA out of memory" in report["error"]:
         assert report["gpu_job"] == report["job"] and report["mem"] is None, where
     else:

@@ -12,7 +12,7 @@ the whole is written to $OUT/gpu-report.md and gpu-report.json:
   device_map      a job holding STATE MiB of CUDA tensors resumed with
                   --device-map 0:0: every tensor and the CUDA generator's state as
                   they were (the generators are restored after the environment is
-                  put back: restore.py pins the map first)
+                  put back: restore/resume.py pins the map first)
   host_memory     the interpreter's host memory while those tensors are written
                   and read back: bounded chunks, not a host copy of the state
   throughput      the checkpoint's write and read rates against the PCIe copy

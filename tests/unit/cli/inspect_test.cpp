@@ -37,7 +37,7 @@ TEST(InspectArgv, RunsTheModuleIsolatedWithThePackageFirst) {
     EXPECT_EQ(argv[5], "/opt/p/lib");
     EXPECT_EQ(argv[6], "/j/ck");
     EXPECT_EQ(argv[7], "--json");
-    EXPECT_NE(argv[4].find("_portal.inspect_checkpoint"), std::string::npos);
+    EXPECT_NE(argv[4].find("_portal.checkpoint.inspect_checkpoint"), std::string::npos);
 }
 
 }  // namespace

@@ -67,7 +67,7 @@ TEST_F(ShowTest, AHugeSuggestionIsForAnotherMachineAndAGpuShortageAsksForAGpu) {
     std::string text = show_text(view_job(make("train-bbbbbb", record)), parse_utc_iso("2026-11-29T12:00:00Z"));
     EXPECT_TRUE(has(text, "resume      portal resume train-bbbbbb --mem 1048576G (this machine has "))
         << text;
-    record["suggested_gpu"] = true;  // a CUDA out-of-memory error (python/_portal/hint.py)
+    record["suggested_gpu"] = true;  // a CUDA out-of-memory error (python/_portal/rescue/hint.py)
     text = show_text(view_job(make("train-cccccc", record)), parse_utc_iso("2026-11-29T12:00:00Z"));
     EXPECT_TRUE(has(text, "resume      portal resume train-cccccc --gpu MODEL")) << text;
     EXPECT_FALSE(has(text, "resume      portal resume train-cccccc --mem")) << text;

@@ -1,5 +1,5 @@
 // The job record is one contract between C++ and Python (contract/job_record.json):
-// a record the C++ side writes is read by python/_portal/jobs.py, and one the
+// a record the C++ side writes is read by python/_portal/store/jobs.py, and one the
 // Python side writes (as a suspension does) is read and accepted by C++.
 #include <array>
 #include <cstdio>
@@ -41,7 +41,8 @@ protected:
 
 TEST_F(JobContractTest, BothSidesHaveTheSameConstantsFromOneFile) {
     const std::string out = python(
-        "from _portal import job_contract as c, jobs\n"
+        "from _portal import job_contract as c\n"
+        "from _portal.store import jobs\n"
         "assert jobs.EXPIRY_SECONDS is c.EXPIRY_SECONDS and jobs.RECORD_VERSION is c.RECORD_VERSION\n"
         "print(c.RECORD_VERSION, c.SUSPENDED_EXIT_STATUS, c.EXPIRY_SECONDS, c.ID_PATTERN, c.RECORD_MAX_BYTES)\n",
         home);
@@ -54,10 +55,11 @@ TEST_F(JobContractTest, CppWritesPythonReadsAndPythonWritesCppReads) {
     const Job job = create_job(home, "train", {{"state", "running"}, {"runs", nlohmann::json::array()},
                                                {"program", {{"kind", "script"}, {"target", "/w/train.py"}}}});
     // Python reads the C++ record, checks its id against the contract's pattern,
-    // then records a suspension as python/_portal/suspend.py does.
+    // then records a suspension as python/_portal/rescue/suspend.py does.
     const std::string out = python(
         "import re, sys\n"
-        "from _portal import job_contract as c, jobs\n"
+        "from _portal import job_contract as c\n"
+        "from _portal.store import jobs\n"
         "job = jobs.Job(sys.argv[1] if len(sys.argv) > 1 else '" + job.dir.string() + "')\n"
         "r = job.read_record()\n"
         "assert r['state'] == 'running' and r['record_version'] == c.RECORD_VERSION, r\n"

@@ -25,7 +25,7 @@ const Installation kWhere{"/usr/bin/python3", "/opt/portal/python", ""};
 
 TEST(BootstrapLine, QuotesThePackageDirectory) {
     EXPECT_EQ(bootstrap_line("/a/b'c"),
-              "__import__('sys').path.insert(0, '/a/b\\'c');__import__('_portal.boot').boot.main()");
+              "__import__('sys').path.insert(0, '/a/b\\'c');__import__('_portal.run.boot').run.boot.main()");
 }
 
 TEST(RunsAsSource, OnlyRegularSourceFiles) {

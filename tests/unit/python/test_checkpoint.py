@@ -1,4 +1,4 @@
-"""_portal.checkpoint: the on-disk format, its atomic commit and its refusals."""
+"""_portal.checkpoint.format: the on-disk format, its atomic commit and its refusals."""
 import errno
 import hashlib
 import json
@@ -16,10 +16,12 @@ import numpy as np
 import pytest
 
 import _portal
-from _portal import _blake3, checkpoint, signing
-from _portal.checkpoint import CheckpointError, SourceChanged, read_checkpoint, write_checkpoint
-from _portal.codeindex import CodeChanged, CodeRegistry, Recompiler
-from _portal.reducers import Unsaveable
+from _portal import _blake3
+from _portal.checkpoint import format as checkpoint
+from _portal.store import signing
+from _portal.checkpoint.format import CheckpointError, SourceChanged, read_checkpoint, write_checkpoint
+from _portal.run.codeindex import CodeChanged, CodeRegistry, Recompiler
+from _portal.checkpoint.reducers import Unsaveable
 
 PYDIR = os.path.dirname(os.path.dirname(os.path.abspath(_portal.__file__)))
 
@@ -459,7 +461,7 @@ def test_checkpoints_are_private_whatever_the_umask(program, umask):
 def test_the_job_store_is_private_under_umask_000(program):
     # jobs.py creates the job directory and record: also checked here, under the
     # umask that would open them most.
-    from _portal import jobs
+    from _portal.store import jobs
     old = os.umask(0)
     try:
         job = jobs.Job.create("train.py", home=str(program.dir / "home"))
@@ -683,8 +685,8 @@ CRASHER = r"""
 import os, shutil, sys
 sys.path.insert(0, {pydir!r})
 import numpy as np
-from _portal.checkpoint import write_checkpoint
-from _portal.codeindex import CodeRegistry
+from _portal.checkpoint.format import write_checkpoint
+from _portal.run.codeindex import CodeRegistry
 parent, marker, point = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 renames = []
 real_rename, real_rmtree = os.rename, shutil.rmtree
@@ -807,7 +809,7 @@ def test_the_signature_is_checked_before_the_text_is_parsed(program, monkeypatch
 # --- restore.start: every failure before the program continues is a ResumeError -----
 
 def test_a_resume_failure_is_one_resume_error_never_a_traceback(program, monkeypatch):
-    from _portal import restore
+    from _portal.restore import resume as restore
     job_dir = program.dir / "jobs" / "train-abcdef"
     info = write(program, {"a": 1}, name="checkpoint", parent=job_dir,
                  fields={"job_id": "train-abcdef",

@@ -9,7 +9,8 @@ import threading
 
 import pytest
 
-from _portal import _blake3, checkpoint
+from _portal import _blake3
+from _portal.checkpoint import format as checkpoint
 
 VECTORS = {
     0: "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262",

@@ -1,4 +1,4 @@
-"""The page-cache behaviour of checkpoint writes and reads (python/_portal/checkpoint.py):
+"""The page-cache behaviour of checkpoint writes and reads (python/_portal/checkpoint/format.py):
 pack files are written behind (bounded dirty cache), and restored arrays are read
 into their own memory.  Speed itself: bench/checkpoint_io.py."""
 import ctypes
@@ -9,9 +9,9 @@ import types
 import numpy as np
 import pytest
 
-from _portal import checkpoint
-from _portal.checkpoint import read_checkpoint, write_checkpoint
-from _portal.codeindex import CodeRegistry
+from _portal.checkpoint import format as checkpoint
+from _portal.checkpoint.format import read_checkpoint, write_checkpoint
+from _portal.run.codeindex import CodeRegistry
 
 MIB = 1 << 20
 

@@ -1,4 +1,4 @@
-"""Sparse checkpoints and chunk digests (format version 3, python/_portal/checkpoint.py):
+"""Sparse checkpoints and chunk digests (format version 3, python/_portal/checkpoint/format.py):
 all-zero pages are holes in the pack files and are not read back; every chunk's
 digest is checked, a hole's too; damaged, holed, filled or truncated files are
 refused; version-1 and version-2 checkpoints are still read, and version 3 is
@@ -13,9 +13,11 @@ import types
 import numpy as np
 import pytest
 
-from _portal import _blake3, checkpoint, signing
-from _portal.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
-from _portal.codeindex import CodeRegistry
+from _portal import _blake3
+from _portal.checkpoint import format as checkpoint
+from _portal.store import signing
+from _portal.checkpoint.format import CheckpointError, read_checkpoint, write_checkpoint
+from _portal.run.codeindex import CodeRegistry
 
 MIB = 1 << 20
 PAGE = 4096

@@ -1,10 +1,10 @@
-"""_portal.codeindex: code objects named by (file, path in co_consts, sha256)."""
+"""_portal.run.codeindex: code objects named by (file, path in co_consts, sha256)."""
 import hashlib
 import types
 
 import pytest
 
-from _portal.codeindex import CodeChanged, CodeIndex, CodeRegistry, Recompiler
+from _portal.run.codeindex import CodeChanged, CodeIndex, CodeRegistry, Recompiler
 
 SOURCE = b'''
 def outer(a):

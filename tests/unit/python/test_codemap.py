@@ -1,4 +1,4 @@
-"""Tests of _portal.codemap: exception tables, stack depths, loop resume points,
+"""Tests of _portal.bytecode.codemap: exception tables, stack depths, loop resume points,
 caller call sites and liveness over CPython 3.11 and 3.13 bytecode.
 
 The same assertions run on both versions where the semantics are the same; where
@@ -32,7 +32,7 @@ import textwrap
 
 import pytest
 
-from _portal import codemap as cm
+from _portal.bytecode import codemap as cm
 
 CodeType = type(compile("", "", "exec"))
 
@@ -1506,7 +1506,7 @@ def test_sites_of_reraise_handlers_are_the_compiled_ones():
     output are those of the code as compiled (same body start, depth, stack kinds,
     iterator), with lasti set (so no live handler was left as compiled); over the
     stdlib's instrumented modules."""
-    from _portal import instrument, reraise
+    from _portal.run import instrument, reraise
     n = 0
     for path, src in stdlib_sources()[::SAMPLE_STEP]:
         try:

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from _portal import comprehensions
+from _portal.fidelity import comprehensions
 
 PROGRAM = '''\
 def fail(x):

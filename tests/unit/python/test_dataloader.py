@@ -1,4 +1,4 @@
-"""_portal.dataloader: a DataLoader iterator saved mid-epoch and rebuilt continues
+"""_portal.torch.dataloader: a DataLoader iterator saved mid-epoch and rebuilt continues
 with exactly the batches the original would have given next, without loading the
 earlier ones again (map-style: the sampler is fast-forwarded, indices only).
 
@@ -15,7 +15,9 @@ import pytest
 torch = pytest.importorskip("torch")
 from torch.utils.data import DataLoader, Dataset, IterableDataset, RandomSampler  # noqa: E402
 
-from _portal import dataloader, plugins, reducers  # noqa: E402
+from _portal.torch import dataloader  # noqa: E402
+from _portal.state import plugins
+from _portal.checkpoint import reducers
 
 import torch.utils.data.dataloader as _dl  # noqa: E402
 

@@ -1,4 +1,4 @@
-"""Direct reads of pack files (python/_portal/direct_read.py): O_DIRECT into the
+"""Direct reads of pack files (python/_portal/checkpoint/direct_read.py): O_DIRECT into the
 aligned mapping where the chunk is not cached, buffered where it is or where
 O_DIRECT is refused; the tail of a file whose size is not a multiple of 4096,
 a chunk across a hole's boundary, a truncated file, a misaligned buffer and a
@@ -11,9 +11,9 @@ import types
 import numpy as np
 import pytest
 
-from _portal import checkpoint, direct_read
-from _portal.checkpoint import CheckpointError, read_checkpoint, write_checkpoint
-from _portal.codeindex import CodeRegistry
+from _portal.checkpoint import format as checkpoint, direct_read
+from _portal.checkpoint.format import CheckpointError, read_checkpoint, write_checkpoint
+from _portal.run.codeindex import CodeRegistry
 
 PAGE = 4096
 MIB = 1 << 20

@@ -3,7 +3,7 @@
 import sys
 import types
 
-from _portal import dynamo_globals
+from _portal.torch import dynamo_globals
 
 
 class Hook:

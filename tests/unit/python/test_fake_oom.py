@@ -1,7 +1,7 @@
 """PORTAL_FAKE_OOM's spec matching: a suffix names whole trailing parts of a path."""
 import pytest
 
-from _portal import fake_oom
+from _portal.run import fake_oom
 
 
 @pytest.mark.parametrize("suffix, filename, meant", [

@@ -1,10 +1,10 @@
-"""Tests of _portal.frame_locals: a frame's variables as python sees them, read
+"""Tests of _portal.bytecode.frame_locals: a frame's variables as python sees them, read
 without writing or keeping anything of the program's, on each version."""
 import gc
 import sys
 import weakref
 
-from _portal import frame_locals
+from _portal.bytecode import frame_locals
 
 
 class _Weakable:

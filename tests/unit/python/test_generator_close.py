@@ -1,4 +1,4 @@
-"""_portal.generator_close: a generator's close() behaves as python's where only the
+"""_portal.run.generator_close: a generator's close() behaves as python's where only the
 instrumenter's loop handlers enclose the yield (3.13 ends it without running the
 frame; a try block of the user's own still has GeneratorExit thrown in), and
 the instrumented code marks its yields exactly as python's compiler does."""
@@ -8,7 +8,7 @@ import textwrap
 
 import pytest
 
-from _portal.instrument import compile_user_source
+from _portal.run.instrument import compile_user_source
 
 SOURCE = textwrap.dedent('''
     def loop(n):

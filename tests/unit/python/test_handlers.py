@@ -1,9 +1,9 @@
-"""Tests of _portal.handlers: the program's own `except` clause is evaluated in its
+"""Tests of _portal.rescue.handlers: the program's own `except` clause is evaluated in its
 frame, whose variables are read without writing or keeping anything."""
 import inspect
 import sys
 
-from _portal import handlers
+from _portal.rescue import handlers
 
 
 def _line_of(function, text):

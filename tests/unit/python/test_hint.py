@@ -1,8 +1,8 @@
-"""python/_portal/hint.py: what a suspension suggests names the resource that ran
+"""python/_portal/rescue/hint.py: what a suspension suggests names the resource that ran
 short and a size that fits what failed."""
 import pytest
 
-from _portal import hint, safepoint
+from _portal.rescue import hint, safepoint
 
 GIB = 1 << 30
 NUMPY = ("MemoryError: Unable to allocate 1.90 GiB for an array with shape (255013683,) "

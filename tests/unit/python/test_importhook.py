@@ -1,4 +1,4 @@
-"""_portal.importhook: user modules import instrumented, everything else (spec,
+"""_portal.run.importhook: user modules import instrumented, everything else (spec,
 attributes, namespace packages, reload, resources, tracebacks, getsource) as without
 the hook; the instrumented code is cached apart from python's own .pyc.
 
@@ -20,7 +20,7 @@ import pytest
 TAG = sys.implementation.cache_tag
 
 import _portal
-from _portal import importhook
+from _portal.run import importhook
 
 PKG_PARENT = os.path.dirname(os.path.dirname(os.path.abspath(_portal.__file__)))
 
@@ -79,7 +79,7 @@ sys.path[:0] = [proj, proj + "/sp/site-packages"]
 builtins.__portal_rescue__ = lambda line: None
 fired = []
 builtins.__portal_fake_oom__ = fired.append
-from _portal import importhook, instrument, usercode
+from _portal.run import importhook, instrument, usercode
 compiled = []
 _orig = instrument.compile_user_source
 def counting(source, filename, *a, **k):
@@ -396,7 +396,7 @@ def _evil_entry(proj, good, marker, key):
 
 
 def _header_len(data):
-    from _portal.importhook import _MAGIC
+    from _portal.run.importhook import _MAGIC
     fixed = len(_MAGIC) + 4 + 4 + 8 + 8
     n = int.from_bytes(data[fixed:fixed + 4], "little")
     return fixed + 4 + n

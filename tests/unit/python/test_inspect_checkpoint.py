@@ -1,4 +1,4 @@
-"""_portal.inspect_checkpoint: `portal inspect`'s engine reads a checkpoint without
+"""_portal.checkpoint.inspect_checkpoint: `portal inspect`'s engine reads a checkpoint without
 unpickling it, and says whether it is sound."""
 import json
 import os
@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 import _portal
-from _portal import checkpoint
-from _portal.codeindex import CodeRegistry
-from _portal.inspect_checkpoint import format_report, inspect, main
+from _portal.checkpoint import format as checkpoint
+from _portal.run.codeindex import CodeRegistry
+from _portal.checkpoint.inspect_checkpoint import format_report, inspect, main
 
 PYDIR = os.path.dirname(os.path.dirname(os.path.abspath(_portal.__file__)))
 
@@ -181,12 +181,12 @@ def test_a_corrupt_manifest(ck):
 
 
 def test_runs_as_a_module_without_unpickling(ck):
-    r = subprocess.run([sys.executable, "-m", "_portal.inspect_checkpoint", ck.path, "--json"],
+    r = subprocess.run([sys.executable, "-m", "_portal.checkpoint.inspect_checkpoint", ck.path, "--json"],
                        capture_output=True, timeout=60,
                        env=dict(os.environ, PYTHONPATH=PYDIR))
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["sound"] is True
-    bad = subprocess.run([sys.executable, "-m", "_portal.inspect_checkpoint"],
+    bad = subprocess.run([sys.executable, "-m", "_portal.checkpoint.inspect_checkpoint"],
                          capture_output=True, timeout=60, env=dict(os.environ, PYTHONPATH=PYDIR))
     assert bad.returncode == 2 and b"usage: portal inspect" in bad.stderr
 

@@ -1,4 +1,4 @@
-"""The loop wrap of _portal.instrument: same behaviour as plain compile() (output,
+"""The loop wrap of _portal.run.instrument: same behaviour as plain compile() (output,
 exceptions, tracebacks, settrace events), rescue calls innermost first, the nesting
 budget, fake-OOM calls, identical errors."""
 import ast
@@ -17,8 +17,8 @@ import warnings
 
 import pytest
 
-from _portal import instrument, reraise
-from _portal.instrument import compile_user_source
+from _portal.run import instrument, reraise
+from _portal.run.instrument import compile_user_source
 from _portal.bytecode.tables import T as BYTECODE
 
 # --- harness ------------------------------------------------------------------------------
@@ -1285,7 +1285,7 @@ def test_while_rescue_only_for_its_body(tmp_path, monkeypatch):
     made); one of its condition or else clause is not this loop's iteration."""
     pytest.importorskip("_portal._frames", reason="capture needs the native _frames module, "
                         "not built for this interpreter here")
-    from _portal import capture
+    from _portal.rescue import capture
     path = write(tmp_path, WHILE_RESCUE)
     seen = []
 

@@ -8,9 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-from _portal import instrument, iteration
-from _portal.instrument import compile_user_source
-from _portal.state import ProcessState
+from _portal.run import instrument
+from _portal.fidelity import iteration
+from _portal.run.instrument import compile_user_source
+from _portal.checkpoint.program import ProcessState
 
 TRAINING = """
 import random
@@ -179,7 +180,7 @@ def test_the_count_of_each_live_iterator_is_noted_weakly(installed):
     torch = pytest.importorskip("torch")
     from torch.utils.data import DataLoader
     from torch.utils.data import dataloader as module
-    from _portal import dataloader
+    from _portal.torch import dataloader
     dataloader._patch(module)
     it = iter(DataLoader(list(range(8)), batch_size=2))
     next(it)
@@ -209,7 +210,7 @@ def test_the_loop_targets_are_passed_to_the_mark():
 
 
 def test_a_rebound_target_is_saved_as_the_iteration_started(installed):
-    from _portal.state import EMPTY, FrameState
+    from _portal.checkpoint.program import EMPTY, FrameState
     source = ("def train(batches):\n    for x in batches:\n        x = Batch(x * 10)\n"
               "        x.backward()\n")
 
@@ -236,7 +237,7 @@ def test_a_rebound_target_is_saved_as_the_iteration_started(installed):
 
 def test_the_programs_own_generators_are_saved_as_the_iteration_started(installed):
     import pickle
-    from _portal import generator_states
+    from _portal.fidelity import generator_states
     torch = pytest.importorskip("torch")
 
     class Augment:
@@ -280,7 +281,7 @@ class _Weakable:
 
 def _search_from_here(hold_locals):
     import weakref
-    from _portal import generator_states
+    from _portal.fidelity import generator_states
     obj = _Weakable()
     ref = weakref.ref(obj)
     held = locals() if hold_locals else None      # 3.11: the frame's own dict; 3.13: a copy
@@ -303,7 +304,7 @@ def test_the_search_leaves_a_locals_dict_the_program_holds_as_it_was():
 
 def test_the_search_finds_generators_through_each_kind_of_container():
     import collections
-    from _portal import generator_states
+    from _portal.fidelity import generator_states
 
     class Rng(random.Random):            # a subclass of a generator kind
         pass
@@ -327,7 +328,7 @@ def test_the_search_finds_generators_through_each_kind_of_container():
 def test_the_search_keeps_no_class_of_the_programs_alive():
     import gc
     import weakref
-    from _portal import generator_states
+    from _portal.fidelity import generator_states
 
     def made():
         cls = type("Made", (), {})
@@ -346,7 +347,7 @@ def pickled_as_saved(obj):
     """`obj` pickled with the plug-ins' reducers, as the capture pickles it."""
     import io
     import pickle
-    from _portal import plugins
+    from _portal.state import plugins
     exact, inherited = plugins.reducers()
 
     class Pickler(pickle.Pickler):

@@ -1,4 +1,4 @@
-"""_portal.itertools_state: count, islice, chain, cycle and product saved mid-iteration
+"""_portal.state.itertools_state: count, islice, chain, cycle and product saved mid-iteration
 through Portal's pickler (their own __reduce__ up to CPython 3.13, Portal's reader of
 their fields, _portal._itertools, from 3.14), and the rest of each stream equal."""
 import io
@@ -7,7 +7,8 @@ import sys
 
 import pytest
 
-from _portal import itertools_state, plugins, reducers
+from _portal.state import itertools_state, plugins
+from _portal.checkpoint import reducers
 
 
 def roundtrip(obj):

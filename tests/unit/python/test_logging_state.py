@@ -1,11 +1,12 @@
-"""_portal.logging_state: the logging configuration a program set up is saved with
+"""_portal.state.logging_state: the logging configuration a program set up is saved with
 it and set back on restore; a file handler goes on appending to the same file."""
 import logging
 import sys
 
 import pytest
 
-from _portal import logging_state, plugins, reducers
+from _portal.state import logging_state, plugins
+from _portal.checkpoint import reducers
 
 
 def dump(obj):

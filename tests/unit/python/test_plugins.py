@@ -1,4 +1,4 @@
-"""_portal.plugins: what the start-up takes from the plug-ins."""
+"""_portal.state.plugins: what the start-up takes from the plug-ins."""
 import os
 import subprocess
 import sys
@@ -8,7 +8,7 @@ def test_import_patches_imports_nothing_but_portal_s_own_modules():
     """import_patches() runs before the program; boot forgets what start-up imported,
     and a library imported twice can have two versions of its types (mmap.mmap: an
     np.memmap then no longer looks mapped, and is copied into the checkpoint)."""
-    code = ("import sys; before = set(sys.modules); from _portal import plugins; "
+    code = ("import sys; before = set(sys.modules); from _portal.state import plugins; "
             "patches = plugins.import_patches(); "
             "print(sorted(set(sys.modules) - before)); print(sorted(patches))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,

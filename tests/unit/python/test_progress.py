@@ -1,4 +1,4 @@
-"""The progress line of long checkpoint writes and reads (python/_portal/progress.py):
+"""The progress line of long checkpoint writes and reads (python/_portal/checkpoint/progress.py):
 redrawn in place on a terminal (a real pty here), one final line on a pipe, nothing
 for small transfers."""
 import os
@@ -7,8 +7,8 @@ import threading
 
 import pytest
 
-from _portal import progress
-from _portal.progress import GIB, MIB, Progress
+from _portal.checkpoint import progress
+from _portal.checkpoint.progress import GIB, MIB, Progress
 
 
 class Clock:

@@ -5,9 +5,9 @@ import types
 
 import pytest
 
-from _portal import codemap
+from _portal.bytecode import codemap
 from _portal.bytecode.range_loops import range_start
-from _portal.instrument import compile_user_source
+from _portal.run.instrument import compile_user_source
 
 
 def starts(source, instrumented=False):

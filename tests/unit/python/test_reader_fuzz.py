@@ -20,9 +20,9 @@ import time
 
 import pytest
 
-from _portal import checkpoint as ck
-from _portal import jobs, signing
-from _portal.store import PortalError
+from _portal.checkpoint import format as ck
+from _portal.store import jobs, signing
+from _portal.store.trust import PortalError
 
 KEY = bytes(range(32))
 JOB = "train-3f9a2c"

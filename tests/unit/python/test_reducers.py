@@ -1,4 +1,4 @@
-"""_portal.reducers: one pickle stream for a whole program state.
+"""_portal.checkpoint.reducers: one pickle stream for a whole program state.
 
 User code is simulated: sources are written to a temporary directory, compiled,
 registered in a test-local CodeRegistry and run in fresh modules (one plays
@@ -23,9 +23,9 @@ import types
 import numpy as np
 import pytest
 
-from _portal import reducers
-from _portal.codeindex import CodeRegistry, Recompiler
-from _portal.reducers import Unsaveable
+from _portal.checkpoint import reducers
+from _portal.run.codeindex import CodeRegistry, Recompiler
+from _portal.checkpoint.reducers import Unsaveable
 
 
 def compile_fn(source, filename):
@@ -606,7 +606,7 @@ def test_torch_tensors_share_storage_out_of_band(world):
     """Through the torch_state plug-in, as the capture plugs it in (more in
     test_torch_state.py)."""
     torch = pytest.importorskip("torch")
-    from _portal import plugins
+    from _portal.state import plugins
     exact, inherited = plugins.reducers()
     plug = {"reducers": exact, "subclass_reducers": inherited}
     mod = world.module("umod", """

@@ -11,7 +11,8 @@ import os
 import sys
 import types
 
-from _portal import restore, torch_state
+from _portal.restore import resume as restore
+from _portal.torch import objects as torch_state
 
 
 def _process(environ):

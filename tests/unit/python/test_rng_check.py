@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-from _portal import iteration, rng_check
+from _portal.fidelity import iteration, rng_check
 
 LINE = 10_001      # the outer loop's line, as its mark gives it
 

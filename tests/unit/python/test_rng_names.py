@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from _portal import instrument, rng_names
+from _portal.run import instrument, rng_names
 
 # Public names that do not draw.
 RANDOM_NOT_DRAWING = {"seed", "getstate", "setstate", "VERSION"}

@@ -5,8 +5,8 @@ import sys
 
 import pytest
 
-from _portal import safepoint
-from _portal.instrument import compile_user_source
+from _portal.rescue import safepoint
+from _portal.run.instrument import compile_user_source
 
 PROG = """
 def work(n):
@@ -73,11 +73,11 @@ def test_no_request_no_tracing(rescue_log):
 
 class _Runtime:
     def __init__(self, rescue):
-        self.portal_modules = {"_portal.rescue": rescue}
+        self.portal_modules = {"_portal.rescue.entry": rescue}
 
 
 def test_a_memory_request_during_a_rescue_is_not_made(rescue_log, monkeypatch):
-    from _portal import rescue
+    from _portal.rescue import entry as rescue
     monkeypatch.setattr(safepoint, "_runtime", [_Runtime(rescue)])
     monkeypatch.setattr(rescue, "RESCUING", [True])
     safepoint._on_memory(0, sys._getframe())
@@ -85,7 +85,7 @@ def test_a_memory_request_during_a_rescue_is_not_made(rescue_log, monkeypatch):
 
 
 def test_a_memory_request_that_cannot_be_armed_is_dropped(rescue_log, monkeypatch):
-    from _portal import rescue
+    from _portal.rescue import entry as rescue
 
     def half_done_import(code):
         raise ImportError("cannot import name 'Dict' from partially initialized module 'typing'")

@@ -2,7 +2,7 @@
 /proc/self/limits as the rescue noted them (rescue.note_shortage)."""
 import pytest
 
-from _portal import rescue, shortage
+from _portal.rescue import entry as rescue, shortage
 
 MiB = 1 << 20
 

@@ -1,4 +1,4 @@
-"""_portal.signing: the per-user key ($PORTAL_HOME/key) and the manifests' HMAC."""
+"""_portal.store.signing: the per-user key ($PORTAL_HOME/key) and the manifests' HMAC."""
 import hashlib
 import hmac
 import os
@@ -9,8 +9,8 @@ import time
 import pytest
 
 import _portal
-from _portal import signing
-from _portal.signing import SigningKeyError
+from _portal.store import signing
+from _portal.store.signing import SigningKeyError
 
 PYDIR = os.path.dirname(os.path.dirname(os.path.abspath(_portal.__file__)))
 
@@ -68,7 +68,7 @@ def test_no_key_in_a_store_others_can_write(home):
 RACER = r"""
 import os, sys, time
 sys.path.insert(0, {pydir!r})
-from _portal import signing
+from _portal.store import signing
 go = float(sys.argv[1])
 while time.time() < go:
     pass

@@ -5,7 +5,8 @@ import sqlite3
 
 import pytest
 
-from _portal import plugins, reducers
+from _portal.state import plugins
+from _portal.checkpoint import reducers
 
 
 def round_trip(state):

@@ -1,5 +1,5 @@
-"""_portal.store: the job store's trust rule and the one private-directory,
-atomic-write and checked-open helper of the Python side; _portal.jobs' use of
+"""_portal.store.trust: the job store's trust rule and the one private-directory,
+atomic-write and checked-open helper of the Python side; _portal.store.jobs' use of
 them (docs/security.md, "The store")."""
 import errno
 import json
@@ -11,8 +11,8 @@ import sys
 import pytest
 
 import _portal
-from _portal import jobs, store
-from _portal.store import StoreError
+from _portal.store import jobs, trust as store
+from _portal.store.trust import StoreError
 
 PYDIR = os.path.dirname(os.path.dirname(os.path.abspath(_portal.__file__)))
 
@@ -277,7 +277,7 @@ def test_a_fifo_record_is_refused_without_waiting(private, monkeypatch):
     job = jobs.Job.create("train.py")
     os.mkfifo(job.record_path, 0o600)
     r = subprocess.run([sys.executable, "-c",
-                        "import sys; from _portal import jobs\n"
+                        "import sys; from _portal.store import jobs\n"
                         "try:\n    jobs.Job(sys.argv[1]).read_record()\n"
                         "except Exception as e:\n    print(type(e).__name__, e)", job.dir],
                        capture_output=True, text=True, timeout=20,

@@ -6,9 +6,10 @@ import sys
 
 import pytest
 
-from _portal import codemap, instrument
+from _portal.bytecode import codemap
+from _portal.run import instrument
 from _portal.bytecode import stores
-from _portal.instrument import compile_user_source
+from _portal.run.instrument import compile_user_source
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""The checkpoint stream's vocabulary (python/_portal/stream_words.py): every name
+"""The checkpoint stream's vocabulary (python/_portal/checkpoint/stream_words.py): every name
 of Portal's own a stream may reference is declared, resolves, and is the only kind
 of Portal name a loader accepts; checkpoints written by every format version's
 writer (checkpoint_fixtures/vN, made by make_fixture.py with that version's
@@ -20,11 +20,13 @@ import numpy as np
 import pytest
 import torch
 
-from _portal import checkpoint, plugins, reducers, signing, stream_words
-from _portal.codeindex import CodeRegistry
+from _portal.checkpoint import format as checkpoint, reducers, stream_words
+from _portal.state import plugins
+from _portal.store import signing
+from _portal.run.codeindex import CodeRegistry
 
 FIXTURES = Path(__file__).parent / "checkpoint_fixtures"
-PACKAGE_DIR = Path(reducers.__file__).parent
+PACKAGE_DIR = Path(reducers.__file__).parents[1]   # _portal/, above checkpoint/
 
 
 def _fixture_state():
@@ -98,7 +100,7 @@ def test_names_in_reads_both_pickles_and_the_memo():
     text = pickle.dumps(threading.Lock, protocol=3, fix_imports=False)
     assert text[2:3] == b"c", text
     lock = tuple(text[3:].decode("latin-1").split("\n")[:2])
-    assert names == {("_portal.reducers", "_rb_cell"), ("_io", "BytesIO"), lock}
+    assert names == {("_portal.checkpoint.reducers", "_rb_cell"), ("_io", "BytesIO"), lock}
     assert stream_words.names_in(pickle.dumps(io.BytesIO, protocol=0)) == {("_io", "BytesIO")}
 
 
@@ -132,18 +134,18 @@ def _load(data):
 
 
 def test_the_loader_refuses_a_portal_name_that_is_not_a_word():
-    for module, name in [("_portal.boot", "_set_argv"), ("_portal.reducers", "_ctx_unbound"),
-                         ("_portal.reducers", "Loader"), ("_portal", "checkpoint")]:
+    for module, name in [("_portal.run.boot", "_set_argv"), ("_portal.checkpoint.reducers", "_ctx_unbound"),
+                         ("_portal.checkpoint.reducers", "Loader"), ("_portal", "checkpoint")]:
         with pytest.raises(pickle.UnpicklingError,
                            match=rf"names {module}\.{name}, which is not a word"):
             _load(_stream_naming(module, name))
-    assert _load(_stream_naming("_portal.reducers", "_rb_cell")) is reducers._rb_cell
+    assert _load(_stream_naming("_portal.checkpoint.reducers", "_rb_cell")) is reducers._rb_cell
     assert _load(_stream_naming("collections", "OrderedDict")).__name__ == "OrderedDict"
 
 
 def test_an_alias_loads_the_word_it_names(monkeypatch):
     monkeypatch.setitem(stream_words.ALIASES, ("_portal.old_reducers", "_rb_old_cell"),
-                        ("_portal.reducers", "_rb_cell"))
+                        ("_portal.checkpoint.reducers", "_rb_cell"))
     assert _load(_stream_naming("_portal.old_reducers", "_rb_old_cell")) is reducers._rb_cell
 
 

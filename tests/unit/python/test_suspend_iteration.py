@@ -1,10 +1,10 @@
-"""_portal.suspend's count of the iteration a suspended loop is in, from its
+"""_portal.rescue.suspend's count of the iteration a suspended loop is in, from its
 iterator: `iteration N (0-based)` in the report, the job record and the manifest.
 
 What an iterator tells by itself; a 3.12+ range iterator's count, which needs the
 loop's bytecode, is tested in test_range_loops.py."""
 
-from _portal import suspend
+from _portal.rescue import suspend
 
 
 def advanced(it, n):

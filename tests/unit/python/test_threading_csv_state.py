@@ -7,7 +7,8 @@ import time
 
 import pytest
 
-from _portal import plugins, reducers
+from _portal.state import plugins
+from _portal.checkpoint import reducers
 
 
 def round_trip(state):
@@ -76,7 +77,7 @@ def test_a_thread_is_refused_naming_it():
 def test_threads_never_started_ended_or_the_main_one_are_saved_as_such():
     """A writer made but not started yet, or closed (its thread ended), holds a
     thread with no frames to lose."""
-    from _portal import threading_state
+    from _portal.state import threading_state
     out = []
     new = threading.Thread(target=out.append, args=("new",), name="later", daemon=True)
     ended = threading.Thread(target=out.append, args=("ended",), name="ended")
@@ -127,7 +128,7 @@ def _wait_until(condition):
 
 
 def test_a_thread_waiting_at_its_loop_head_is_held_saved_and_started_again():
-    from _portal import threading_state
+    from _portal.state import threading_state
     f = Flusher()
     f.queue.put("a")
     _wait_until(lambda: f.written == ["a"])
@@ -157,7 +158,7 @@ def test_a_thread_waiting_at_its_loop_head_is_held_saved_and_started_again():
 
 
 def test_after_the_trial_only_the_threads_the_state_holds_stay_held():
-    from _portal import threading_state
+    from _portal.state import threading_state
     saved, other = Flusher(), Flusher()
     time.sleep(0.05)
     threading_state.freeze()
@@ -182,7 +183,7 @@ def test_after_the_trial_only_the_threads_the_state_holds_stay_held():
 
 def test_a_sleeping_or_busy_thread_is_refused_saying_why():
     import time
-    from _portal import threading_state
+    from _portal.state import threading_state
     stop = threading.Event()
 
     def sleeper():
@@ -291,7 +292,7 @@ class Batcher:
 
 
 def test_a_worker_waiting_inside_with_its_condition_is_held_saved_and_started_again():
-    from _portal import threading_state
+    from _portal.state import threading_state
     b = Batcher()
     b.add("a")
     _wait_until(lambda: b.written == ["a"])
@@ -313,7 +314,7 @@ def test_a_worker_waiting_inside_with_its_condition_is_held_saved_and_started_ag
 
 def test_two_workers_waiting_on_one_queue_are_both_held_and_started_again():
     import queue
-    from _portal import threading_state
+    from _portal.state import threading_state
     q, written = queue.Queue(), []
     workers, stop = [Worker(q, written) for _ in range(2)], object()
     for w in workers:
@@ -391,7 +392,7 @@ def _stuck_in(kind, stop, q):
 
 def test_a_tensorboard_shaped_worker_is_held_saved_and_started_again():
     import queue
-    from _portal import threading_state
+    from _portal.state import threading_state
     q, written = queue.Queue(10), []
     worker = Worker(q, written)
     worker.start()
@@ -428,7 +429,7 @@ def test_a_tensorboard_shaped_worker_is_held_saved_and_started_again():
 def test_a_thread_waiting_where_a_restart_would_not_be_is_refused_saying_why(kind, why):
     import inspect
     import queue
-    from _portal import threading_state
+    from _portal.state import threading_state
     q, stop = queue.Queue(), threading.Event()
     fn = _stuck_in(kind, stop, q)
     lines, first = inspect.getsourcelines(fn)

@@ -1,4 +1,4 @@
-"""_portal.torch_state: torch's tensors, training objects and process state.
+"""_portal.torch.objects: torch's tensors, training objects and process state.
 
 Each test writes a real checkpoint (checkpoint.write_checkpoint with the plug-in
 reducers, as the capture does) and reads it back (read_checkpoint, as the resume
@@ -15,10 +15,12 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from _portal import checkpoint, plugins, torch_state  # noqa: E402
-from _portal.codeindex import CodeRegistry, Recompiler  # noqa: E402
-from _portal import autograd  # noqa: E402
-from _portal.reducers import DeclineLoop, Unsaveable  # noqa: E402
+from _portal.checkpoint import format as checkpoint  # noqa: E402
+from _portal.state import plugins
+from _portal.torch import objects as torch_state
+from _portal.run.codeindex import CodeRegistry, Recompiler  # noqa: E402
+from _portal.fidelity import autograd  # noqa: E402
+from _portal.checkpoint.reducers import DeclineLoop, Unsaveable  # noqa: E402
 
 
 def compile_fn(source, filename):
@@ -120,7 +122,7 @@ def test_shared_storage_is_written_once_and_stays_shared(program):
 def test_storage_goes_out_of_band_from_its_own_memory(program):
     t = torch.arange(1 << 16, dtype=torch.int64)
     exact, inherited = plugins.reducers()
-    from _portal import reducers
+    from _portal.checkpoint import reducers
     data, buffers = reducers.dumps({"t": t}, registry=program.registry, modules={},
                                    reducers=exact, subclass_reducers=inherited)
     import numpy as np
@@ -129,7 +131,7 @@ def test_storage_goes_out_of_band_from_its_own_memory(program):
 
 
 def test_restored_tensor_lives_in_the_memory_its_pack_file_was_read_into(program):
-    # checkpoint.py reads each pack file into one private anonymous mapping and
+    # checkpoint/format.py reads each pack file into one private anonymous mapping and
     # builds the storages on it: no copy, no mapping of the file left
     t = torch.ones(1 << 20, dtype=torch.float32)                   # 4 MiB
     s, _ = program.roundtrip({"t": t})

@@ -1,4 +1,4 @@
-"""_portal.tqdm_state: `for x in tqdm(items)` saved mid-way continues from its count.
+"""_portal.state.tqdm_state: `for x in tqdm(items)` saved mid-way continues from its count.
 
 The iterator of such a loop is tqdm.__iter__, a generator of library code
 (generators.py saves it) whose frame holds the bar (tqdm_state.py saves it).
@@ -12,7 +12,8 @@ import pytest
 tqdm_std = pytest.importorskip("tqdm.std")
 tqdm = tqdm_std.tqdm
 
-from _portal import plugins, reducers  # noqa: E402
+from _portal.state import plugins  # noqa: E402
+from _portal.checkpoint import reducers
 
 
 def roundtrip(obj):

@@ -1,4 +1,4 @@
-"""_portal.usercode: which files are the user's own code."""
+"""_portal.run.usercode: which files are the user's own code."""
 import os
 import site
 import sysconfig
@@ -6,7 +6,7 @@ import sysconfig
 import pytest
 
 import _portal
-from _portal.usercode import UserCode
+from _portal.run.usercode import UserCode
 
 
 @pytest.fixture
@@ -82,8 +82,9 @@ def test_package_dirs_anywhere(tmp_path, name):
 def test_portal_package_is_not_user_code():
     pkg = os.path.dirname(_portal.__file__)
     uc = UserCode([os.path.dirname(pkg), "/"])
-    assert not uc.is_user_file(os.path.join(pkg, "boot.py"))
-    assert not uc.is_user_file(os.path.join(pkg, "usercode.py"))
+    assert not uc.is_user_file(os.path.join(pkg, "run", "boot.py"))
+    assert not uc.is_user_file(os.path.join(pkg, "run", "usercode.py"))
+    assert not uc.is_user_file(os.path.join(pkg, "rescue", "suspend.py"))
 
 
 def test_symlinks_resolved(tmp_path, proj):

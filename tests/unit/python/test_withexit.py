@@ -1,4 +1,4 @@
-"""Tests of _portal.withexit: which with statements' __exit__ provably never
+"""Tests of _portal.rescue.withexit: which with statements' __exit__ provably never
 swallows an error, looked up without running the program's code."""
 import contextlib
 import textwrap
@@ -6,7 +6,8 @@ import threading
 
 import pytest
 
-from _portal import codemap, withexit
+from _portal.bytecode import codemap
+from _portal.rescue import withexit
 
 
 class Plain:
