@@ -57,7 +57,10 @@ for step in range(steps):
 print("result", state, flush=True)
 """
 TRAIN_OOM = "/train.py:7@3"   # `x = random.random()` the 3rd time: step 2 runs again on resume
-ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED"}
+# The states a job passes through on its way: SIGNALING is squeue's word for a running
+# job while slurmctld delivers a --signal (seen on CI between two polls), STAGE_OUT for
+# one finishing its burst-buffer stage; neither is an end.
+ACTIVE = {"PENDING", "CONFIGURING", "RUNNING", "COMPLETING", "REQUEUED", "SIGNALING", "STAGE_OUT"}
 
 
 def without_reports(text: bytes) -> bytes:
