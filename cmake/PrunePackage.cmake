@@ -1,0 +1,31 @@
+# cmake -DDIR=<dir holding _portal> -DKEEP=<;-list of paths relative to DIR> -P PrunePackage.cmake
+# Deletes the Python modules under DIR/_portal that are not in KEEP, and their
+# byte-code: a module moved or deleted in the source must not live on in a staged
+# or installed package (the runtime would import the old one by its old name).
+file(GLOB_RECURSE _found RELATIVE ${DIR} ${DIR}/_portal/*.py)
+foreach(path IN LISTS _found)
+  list(FIND KEEP ${path} _at)
+  if(_at EQUAL -1)
+    file(REMOVE ${DIR}/${path})
+  endif()
+endforeach()
+file(GLOB_RECURSE _pycs ${DIR}/_portal/*.pyc)
+foreach(pyc IN LISTS _pycs)
+  get_filename_component(_cache_dir ${pyc} DIRECTORY)
+  get_filename_component(_module_dir ${_cache_dir} DIRECTORY)
+  get_filename_component(_name ${pyc} NAME)
+  string(REGEX REPLACE "\\.[^.]+\\.pyc$" ".py" _source ${_name})
+  if(NOT EXISTS ${_module_dir}/${_source})
+    file(REMOVE ${pyc})
+  endif()
+endforeach()
+# folders left with no file at all
+file(GLOB _dirs LIST_DIRECTORIES true ${DIR}/_portal/*)
+foreach(d IN LISTS _dirs)
+  if(IS_DIRECTORY ${d})
+    file(GLOB_RECURSE _left ${d}/*)
+    if(NOT _left)
+      file(REMOVE_RECURSE ${d})
+    endif()
+  endif()
+endforeach()
