@@ -219,3 +219,13 @@ def info(code: types.CodeType) -> Info:
     if not isinstance(code, types.CodeType):
         raise TypeError(f"expected a code object, got {type(code).__name__}")
     return Info(code)
+
+
+def line_at(code, offset):
+    """The source line of the instruction at byte `offset` of `code`, or None where
+    it has none: the one reading of co_lines() for a single offset (Decoded.line_of
+    keeps the whole table for a code object it is asked about many times)."""
+    for start, end, line in code.co_lines():
+        if start <= offset < end:
+            return line
+    return None

@@ -63,14 +63,6 @@ def _fast_locals(frame, nlocalsplus, offset):
     return values
 
 
-def _line_at(code, offset):
-    """The source line of the instruction at `offset` (None if it has none)."""
-    for start, end, line in code.co_lines():
-        if start <= offset < end:
-            return line
-    return None
-
-
 def _state(frame, function, offset, stack, call):
     nlocalsplus = _frames.frame_info(frame)[0]
     # A frame an exception is passing through may report no line (f_lineno None):
@@ -78,7 +70,7 @@ def _state(frame, function, offset, stack, call):
     return FrameState(function=function, offset=offset,
                       locals=_fast_locals(frame, nlocalsplus, offset), stack=stack, call=call,
                       filename=frame.f_code.co_filename,
-                      line=_line_at(frame.f_code, offset) or frame_line(frame),
+                      line=codemap.line_at(frame.f_code, offset) or frame_line(frame),
                       name=frame.f_code.co_name)
 
 

@@ -13,6 +13,7 @@ from _portal.rescue import hint, policy as oom_policy
 from _portal.store import jobs, trust as store
 from _portal.job_contract import SUSPENDED_EXIT_STATUS  # contract/job_record.json, generated
 from _portal.checkpoint.program import LoopInfo, ProcessState, ProgramState
+from _portal.checkpoint.progress import size_text
 from _portal import job_contract  # the environment variables' names (contract/job_record.json)
 
 SUSPENDED_EXIT = SUSPENDED_EXIT_STATUS  # EX_TEMPFAIL: try again later (on a larger machine)
@@ -250,19 +251,11 @@ def _error_roots(state):
     return roots
 
 
-def _line_at(code, offset, default):
+def _frame_line(fs, main_code):
     """The source line of the instruction a saved frame continues at."""
-    for start, end, line in code.co_lines():
-        if start <= offset < end and line is not None:
-            return line
-    return default
-
-
-def _human_size(n):
-    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB"):
-        if n < 1024 or unit == "TiB":
-            return f"{n} {unit}" if unit == "bytes" else f"{n:.1f} {unit}"
-        n /= 1024
+    from _portal.bytecode import codemap   # as _error_roots does: the rescue pays for the bytecode layer, not start-up
+    line = codemap.line_at(main_code if fs.function is None else fs.function.__code__, fs.offset)
+    return fs.line if line is None else line
 
 
 def _message(error):
@@ -378,7 +371,7 @@ class _Error:
             cap = safepoint.memory_cap()
             self.text = ("preempted (portal-run was sent its preemption signal)" if self.reason == safepoint.PREEMPTED
                          else f"out of memory: resident memory passed the memory tripwire's cap of "
-                              f"{_human_size(cap or 0)} (suspended at the next iteration's start)")
+                              f"{size_text(cap or 0)} (suspended at the next iteration's start)")
             # where: the loop body's first line, not the safe point's raise
             user = [e for e in where if os.path.basename(e.filename) != "safepoint.py"]
             self.at = user[-1] if user else None
@@ -414,8 +407,7 @@ def _manifest_fields(runtime, job, exc, error, point):
         # Where each saved frame stands, outermost first: for `portal inspect`, which
         # never unpickles (optional field, docs/checkpoint-format.md).
         "frames": [{"function": fs.name, "file": fs.filename,
-                    "line": _line_at(main_code if fs.function is None else fs.function.__code__,
-                                     fs.offset, fs.line)} for fs in point.state.frames],
+                    "line": _frame_line(fs, main_code)} for fs in point.state.frames],
         # What the failed iteration did that the resume does not undo (optional field).
         "will_differ": list(point.will_differ),
     }
@@ -529,7 +521,7 @@ def _what_ran_short(error):
         return None
     try:
         from _portal.rescue import safepoint, shortage
-        return shortage.line(safepoint.memory_cap(), _human_size)
+        return shortage.line(safepoint.memory_cap(), size_text)
     except Exception:  # noqa: BLE001 - a line of the report, never a reason to fail the suspension
         return None
 
@@ -567,10 +559,10 @@ def _report_and_exit(job, error, point, size):
         _say(subject, "saved as plain tensors, their autograd graph already used by backward(): " +
                       ", ".join(cut))
     if retry:
-        _say("retrying", f"job {job.id}, checkpoint {_human_size(size)}: resumed at once in a fresh process "
+        _say("retrying", f"job {job.id}, checkpoint {size_text(size)}: resumed at once in a fresh process "
                          f"(retry {retry['attempt']} of {retry['of']}, oom.action=retry)")
     else:
-        _say("suspended", f"job {job.id}, checkpoint {_human_size(size)} in {job.dir}, "
+        _say("suspended", f"job {job.id}, checkpoint {size_text(size)} in {job.dir}, "
                           f"kept until {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime(point.expires))} (3 days)")
         if preempted:
             _say("suspended", f"resume it: portal resume {job.id}")

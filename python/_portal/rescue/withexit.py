@@ -205,22 +205,15 @@ def _returns_export_tracing_node(func, instrs, k):
     if enabled is None or enabled():
         return False
     code = func.__code__
-    line = _line_at(code, instrs[k].op_offset)
+    line = codemap.line_at(code, instrs[k].op_offset)
     if line is None:
         return False
     for ins in instrs[:k]:
         loaded = _BYTECODE.attribute(ins)
         if loaded is not None and code.co_names[loaded[0]] == _TORCH_FUNCTION \
-                and _line_at(code, ins.op_offset) == line:
+                and codemap.line_at(code, ins.op_offset) == line:
             return True
     return False
-
-
-def _line_at(code, offset):
-    for start, end, line in code.co_lines():
-        if start <= offset < end:
-            return line
-    return None
 
 
 def _returns_false_constant(code, instrs, k):
