@@ -201,21 +201,29 @@ def _stepped_text(obj, roots, known=True):
 def _name(obj, roots):
     """'opt', 'trainer.opt', 'model.bn1' ...: where the program holds it."""
     nn = sys.modules.get("torch.nn")
+    is_module = nn is not None and isinstance(obj, nn.Module)
+
+    def within(name, holder):
+        """`name.sub` where `holder` is a module that has obj as its submodule `sub`."""
+        if is_module and isinstance(holder, nn.Module):
+            for sub, m in holder.named_modules():
+                if m is obj and sub:
+                    return f"'{name}.{sub}'"
+        return None
+
     for root, value in roots.items():
         name = root.split("'")[1] if root.count("'") >= 2 else root
         if value is obj:
             return f"'{name}'"
-        if nn is not None and isinstance(value, nn.Module) and isinstance(obj, nn.Module):
-            for sub, m in value.named_modules():
-                if m is obj and sub:
-                    return f"'{name}.{sub}'"
+        found = within(name, value)
+        if found:
+            return found
         attrs = getattr(value, "__dict__", None)
         if isinstance(attrs, dict) and not isinstance(value, type(sys)):
             for key, item in attrs.items():
                 if item is obj:
                     return f"'{name}.{key}'"
-                if nn is not None and isinstance(item, nn.Module) and isinstance(obj, nn.Module):
-                    for sub, m in item.named_modules():
-                        if m is obj and sub:
-                            return f"'{name}.{key}.{sub}'"
+                found = within(f"{name}.{key}", item)
+                if found:
+                    return found
     return f"(a {type(obj).__name__} inside the state)"
