@@ -30,7 +30,7 @@ __all__ = ["inspect", "main"]
 
 def _human(n):
     """A size read from the manifest ("?" where it is not a number)."""
-    return size_text(n) if isinstance(n, int) and n >= 0 else "?"
+    return size_text(n) if isinstance(n, int) else "?"
 
 
 def _resolve(path):
