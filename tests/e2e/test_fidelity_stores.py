@@ -186,3 +186,39 @@ def test_a_numpy_number_rebound_in_a_marked_loop_resumes_bit_for_bit(work, tmp_p
     first, second = suspend_and_resume(work, ["numpy_total.py"], "numpy_total.py:12@4")
     assert named(first.stderr) == [], first.stderr.decode()
     assert first.stdout + second.stdout == expected
+
+
+# --- a tensor changed in place: a hand-written SGD step -------------------------------------
+
+def in_place(work, script, line, text):
+    return (f"the failed iteration may already have changed a tensor of the state in place with '{text}' "
+            f"({work / script}:{line}) before the error: it runs again from the changed values")
+
+
+def test_a_parameter_changed_in_place_by_a_hand_written_step_is_named(work, tmp_path_factory):
+    """manual_step.py: after `param.data.add_(-lr * param.grad)` (a parameter of the
+    model, reached through the inner loop's variable at module level) the rerun
+    steps again from the stepped weights: named, and python's numbers differ, as
+    said.  `norms[k:k + 1].add_` changes a tensor the iteration made: not named."""
+    expected = python_output(("manual_step.py",), str(tmp_path_factory.getbasetemp()))
+    first, second = suspend_and_resume(work, ["manual_step.py"], "manual_step.py:19@4")
+    assert named(first.stderr) == [in_place(work, "manual_step.py", 18, "param.data.add_()")], \
+        first.stderr.decode()
+    assert first.stdout + second.stdout != expected
+
+
+def test_an_error_before_the_hand_written_step_resumes_bit_for_bit(work, tmp_path_factory):
+    expected = python_output(("manual_step.py",), str(tmp_path_factory.getbasetemp()))
+    first, second = suspend_and_resume(work, ["manual_step.py"], "manual_step.py:13@4")
+    assert named(first.stderr) == [], first.stderr.decode()
+    assert first.stdout + second.stdout == expected
+
+
+def test_oom_exact_declines_a_point_after_a_hand_written_step(work):
+    r = subprocess.run([PORTAL_RUN, "--policy", "oom.exact=true", "manual_step.py"], cwd=work,
+                       capture_output=True, timeout=TIMEOUT,
+                       env=store_env(work.parent / "home", PORTAL_FAKE_OOM="manual_step.py:19@4"))
+    assert r.returncode == 1, r.stderr.decode()
+    assert r.stderr.decode().splitlines()[-1] == (
+        "portal: not rescued: with oom.exact=true, not a point where something will differ: "
+        + in_place(work, "manual_step.py", 18, "param.data.add_()"))

@@ -9,7 +9,12 @@ the one that raised, within the iteration, through the handlers of the body's ow
   `stats["n"] = 1`, `del cache[k]`, `buf[1:3] = ...` (STORE_ATTR, STORE_SUBSCR,
   STORE_SLICE, DELETE_ATTR, DELETE_SUBSCR);
 * a call of a container's mutating method that returned: `history.append(loss)`,
-  `seen.update(batch_ids)`, `self.log["loss"].extend(...)`.
+  `seen.update(batch_ids)`, `self.log["loss"].extend(...)`;
+* a tensor changed in place (verb "in place"): a call of an in-place method
+  (torch's trailing underscore: `param.data.add_(...)`, `buf.mul_(m)`; not those
+  whose result does not depend on what the tensor held, `zero_()`, `normal_()` ...)
+  and an augmented assignment to a variable (`p -= lr * p.grad`: a tensor's
+  `__isub__` changes it in place; the variable is the one carried.py sees rebound).
 
 Each is found by the instruction's source position (co_positions), which is that
 of its target (`counts[j]`) or of its call (`history.append(loss)`), in the file's
@@ -59,6 +64,24 @@ MUTATORS = frozenset({"append", "extend", "insert", "update", "add", "setdefault
                       "symmetric_difference_update", "__setitem__", "__delitem__"})
 # Those no other kind of object is likely to have: counted where the receiver cannot be read.
 CONTAINER_ONLY = frozenset({"append", "extend", "insert", "appendleft", "extendleft", "setdefault"})
+# Trailing-underscore methods of torch.Tensor whose effect does not depend on what the
+# tensor held (the rerun makes it again alike), or that change no values.
+_NOT_INPLACE_DATA = frozenset({"zero_", "normal_", "uniform_", "random_", "bernoulli_", "exponential_",
+                               "geometric_", "cauchy_", "log_normal_", "requires_grad_", "share_memory_",
+                               "detach_", "rename_", "retain_grad_"})
+# Stores of a plain variable: the target of an augmented assignment.
+_NAME_STORE_OPS = frozenset(_OP[n] for n in ("STORE_NAME", "STORE_FAST", "STORE_GLOBAL", "STORE_DEREF")
+                            if n in _OP)
+
+
+def inplace_method(name: str, call=None) -> bool:
+    """Is `name` (the method of `call`, an ast.Call) a tensor's in-place change
+    whose result depends on what the tensor held?  `fill_` with a constant does not."""
+    if not name.endswith("_") or name.startswith("_") or name in _NOT_INPLACE_DATA:
+        return False
+    if name == "fill_" and call is not None and all(isinstance(a, ast.Constant) for a in call.args):
+        return False
+    return True
 
 UNKNOWN = object()
 
@@ -72,7 +95,8 @@ _TREES: Dict[str, Tuple[dict, dict, str]] = {}
 
 def _nodes(filename: str):
     """({span: Attribute/Subscript stored or deleted}, {span of a method's
-    Attribute: the Call}, source) of the file, or None when it cannot be parsed."""
+    Attribute: the Call}, {span of an augmented assignment's Name target: the
+    statement}, source) of the file, or None when it cannot be parsed."""
     if filename not in _TREES:
         source = "".join(linecache.getlines(filename))
         try:
@@ -80,14 +104,16 @@ def _nodes(filename: str):
         except (SyntaxError, ValueError):
             _TREES[filename] = None
             return None
-        targets, calls = {}, {}
+        targets, calls, augmented = {}, {}, {}
         for node in ast.walk(tree):
             if isinstance(node, (ast.Attribute, ast.Subscript)) and isinstance(node.ctx, (ast.Store, ast.Del)):
                 targets[_span(node)] = node
             elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) \
-                    and node.func.attr in MUTATORS:
+                    and (node.func.attr in MUTATORS or inplace_method(node.func.attr, node)):
                 calls[_span(node.func)] = node
-        _TREES[filename] = (targets, calls, source)
+            elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
+                augmented[_span(node.target)] = node
+        _TREES[filename] = (targets, calls, augmented, source)
     return _TREES[filename]
 
 
@@ -120,7 +146,7 @@ def stored_before(code: types.CodeType, site: LoopSite, error_offset: int) -> Li
     parsed = _nodes(code.co_filename)
     if parsed is None:
         return []
-    targets, calls, source = parsed
+    targets, calls, augmented, source = parsed
     positions = info.positions()
     instrs = info.instrs
     out = []
@@ -133,6 +159,10 @@ def stored_before(code: types.CodeType, site: LoopSite, error_offset: int) -> Li
             node = targets[pos]
             out.append(Found(_STORES[ins.opcode], ast.get_source_segment(source, node) or "?",
                              pos[0], node.value, _root(node.value)))
+        elif ins.opcode in _NAME_STORE_OPS and pos in augmented:
+            node = augmented[pos]
+            out.append(Found("in place", ast.get_source_segment(source, node) or node.target.id,
+                             pos[0], node.target, node.target.id))
         elif ins.opcode in _LOAD_METHODS and pos in calls:
             call = calls[pos]
             want = _span(call)
@@ -141,7 +171,8 @@ def stored_before(code: types.CodeType, site: LoopSite, error_offset: int) -> Li
                 if instrs[j].opcode in _CALLS and positions[instrs[j].offset // CODE_UNIT] == want:
                     if j in before:
                         func = call.func
-                        out.append(Found("called", ast.get_source_segment(source, func) or func.attr,
+                        verb = "called" if func.attr in MUTATORS else "in place"
+                        out.append(Found(verb, ast.get_source_segment(source, func) or func.attr,
                                          pos[0], func.value, _root(func.value), func.attr))
                     break
     return out

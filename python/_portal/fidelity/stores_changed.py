@@ -11,15 +11,28 @@ the checkpoint will hold (decide.py's trial), and named with its file:line:
     will differ: the failed iteration may already have changed 'counts[j]'
     (kmeans.py:31) before the error: it runs again from the changed value
 
+A tensor changed in place (`param.data.add_(-lr * param.grad)`, `p -= lr *
+p.grad` in a hand-written SGD step, `ema.mul_(d)`) is named the same way when the
+tensor is one of the state's from before the iteration: its root variable was,
+or the tensor (a view's, `.data`'s own) is held by the saved state other than
+through the variables the iteration rebound (a model's parameter reached by
+`for param in model.parameters()`).  A gradient (`p.grad.add_`) is grads.py's.
+
 `oom.exact=true` declines such a point, as for the variables carried.py finds.
 What functions called by the failing statement had done before the error stays
 the rule of docs/product-page.md (side effects happen twice): callee_note() says
 it once, where the error came from inside a function of the program's own.
 """
+import ast
 import builtins
+import gc
 import sys
 
-from _portal.bytecode import frame_locals
+# Imported at the rescue only (decide.py, suspend.py): the bytecode layer is the rescue's cost.
+from _portal.bytecode import carried, frame_locals, stores
+from _portal.bytecode.carried import _successors
+from _portal.bytecode.decode import CODE_UNIT, info as _info
+from _portal.fidelity import comprehensions, iteration
 
 _DATALOADER = "torch.utils.data.dataloader"
 
@@ -45,7 +58,6 @@ def will_differ(loop_frame, site, exc, saved):
     tb = _loop_tb(exc, loop_frame)
     if tb is None:
         return []
-    from _portal.bytecode import carried, stores
     code = loop_frame.f_code
     try:
         found = stores.stored_before(code, site, tb.tb_lasti)
@@ -79,6 +91,10 @@ def will_differ(loop_frame, site, exc, saved):
     containers = _containers()
     out, said = [], set()
     for store in found:
+        if store.verb == "in place":
+            if _tensor_changed(store, scope, from_before, loop_frame, fast, saved):
+                _say(out, said, _text(store, code.co_filename))
+            continue
         receiver = stores.read(store.receiver, scope)
         held = store.root is not None and from_before(store.root)
         if not held and fast and saved is not None and receiver is not stores.UNKNOWN:
@@ -93,15 +109,63 @@ def will_differ(loop_frame, site, exc, saved):
                     continue
             elif not isinstance(receiver, containers):
                 continue      # an object of its own: what its method did is the callee's
-        text = _text(store, code.co_filename)
-        if text not in said:
-            said.add(text)
-            out.append(text)
+        _say(out, said, _text(store, code.co_filename))
     return out
+
+
+def _say(out, said, text):
+    if text not in said:
+        said.add(text)
+        out.append(text)
+
+
+def _tensor_of(node, scope, tensor):
+    """The tensor whose values a change through the expression `node` changes
+    (`param.data`, `w[0]`, `w.data[:, 1]`: `param`, `w`), or None."""
+    if isinstance(node, ast.Subscript) or (isinstance(node, ast.Attribute) and node.attr == "data"):
+        base = _tensor_of(node.value, scope, tensor)
+        if base is not None:
+            return base
+    value = stores.read(node, scope)
+    return value if issubclass(type(value), tensor) else None
+
+
+def _tensor_changed(store, scope, from_before, loop_frame, fast, saved):
+    """Is the tensor an in-place store changed one the rerun sees changed?"""
+    torch = sys.modules.get("torch")
+    if torch is None:
+        return False
+    value = _tensor_of(store.receiver, scope, torch.Tensor)
+    if value is None:
+        return False
+    if store.method is None:   # `p -= x`: a variable from before is carried.py's (irreversible.py names it)
+        return not from_before(store.root) and _held(value, loop_frame, fast, saved)
+    return from_before(store.root) or _held(value, loop_frame, fast, saved)
+
+
+def _held(value, loop_frame, fast, saved):
+    """Does the saved state hold the tensor other than through the frame's own
+    variables?  In a function only variables live at the body's start are saved
+    (the trial's objects are the state's); at module level every global is, so the
+    holder must be another object of the state (a module's parameter dict).  A
+    walk of the collector's referrers, for the few tensors found, on the rescue's
+    path only."""
+    if saved is None:
+        return True
+    if id(value) not in saved:
+        return False
+    if fast:
+        return True
+    spaces = (id(loop_frame.f_globals), id(loop_frame.f_locals), id(loop_frame))
+    return any(id(ref) in saved and id(ref) not in spaces for ref in gc.get_referrers(value))
 
 
 def _text(store, filename):
     at = f"({filename}:{store.line})"
+    if store.verb == "in place":
+        what = f"'{store.text}()'" if store.method is not None else f"'{store.text}'"
+        return (f"the failed iteration may already have changed a tensor of the state in place with {what} "
+                f"{at} before the error: it runs again from the changed values")
     if store.verb == "called":
         return (f"the failed iteration may already have called '{store.text}' {at} before the error: "
                 f"the rerun calls it again on what the first call left")
@@ -157,9 +221,6 @@ def _changed_before(code, lasti):
     before its instruction at `lasti`: an attribute or item store, a global, a
     container's mutating call or a write (by its name), on a path from the code's
     start to that instruction?"""
-    from _portal.bytecode import stores
-    from _portal.bytecode.decode import CODE_UNIT, info as _info
-    from _portal.bytecode.carried import _successors
     info = _info(code)
     error_k = info.owner(lasti - lasti % CODE_UNIT)
     preds = {}
@@ -180,7 +241,8 @@ def _changed_before(code, lasti):
             return True
         if ins.opcode in stores.LOAD_METHODS and ins.arg is not None:
             index = ins.arg >> 1 if shifted and ins.opcode == stores.LOAD_ATTR else ins.arg
-            if index < len(code.co_names) and code.co_names[index] in names:
+            if index < len(code.co_names) and (code.co_names[index] in names
+                                               or stores.inplace_method(code.co_names[index])):
                 return True
     return False
 
@@ -201,7 +263,6 @@ def _callee_note(exc, loop_frame, is_user_file):
     tb = _loop_tb(exc, loop_frame)
     if tb is None:
         return None
-    from _portal.fidelity import comprehensions
     tb, callee, changed = tb.tb_next, None, False
     while tb is not None:
         code = tb.tb_frame.f_code
@@ -228,7 +289,6 @@ def unmarked_loaders(runtime, loop_frame, loop_line, exc, saved):
     default generator, which the rerun draws from again) or advanced (batches the
     rerun does not get again).  Nothing where the loop is marked: the generators
     and the loaders' counts are rolled back to the iteration's start."""
-    from _portal.fidelity import comprehensions, iteration
     if iteration.marks_of(loop_frame.f_code, loop_line) is not None:
         return []
     user = lambda f: f == runtime.main_filename or runtime.user_code.is_user_file(f)  # noqa: E731

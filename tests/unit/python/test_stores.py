@@ -113,6 +113,51 @@ main({})
 """) == [("changed", 'state["restarts"]', 9, "state")]
 
 
+def test_in_place_methods_and_augmented_variables_are_found_for_the_tensor_judge(found):
+    """A trailing-underscore method (torch's in-place convention) and an augmented
+    assignment to a variable are found as "in place" (stores_changed.py keeps those
+    whose object is a tensor of the state); not the methods whose result does not
+    depend on what the tensor held (zero_, fill_ of a constant; normal_ and the
+    other draws: test_inplace_method_names)."""
+    class T:
+        def __getattr__(self, name):
+            return self if name == "data" else (lambda *a: self)
+
+        def __isub__(self, other):
+            return self
+    builtins._stores_t = T
+    try:
+        assert found("""
+def main(params, buf):
+    for i in range(3):
+        for p in params:
+            p.data.add_(-0.1)
+            p -= 1
+            p.zero_()
+            p.fill_(0)
+            p.fill_(i)
+        buf.mul_(0.9).add_(1)
+        if i == 1:
+            raise MemoryError
+        buf.sub_(1)              # after the error: not run
+main([_stores_t()], _stores_t())
+""") == [("in place", "p.data.add_", 5, "p"), ("in place", "p -= 1", 6, "p"),
+         ("in place", "p.fill_", 9, "p"), ("in place", "buf.mul_", 10, "buf"),
+         ("in place", "buf.mul_(0.9).add_", 10, "buf")]
+    finally:
+        del builtins._stores_t
+
+
+def test_inplace_method_names():
+    import ast
+    call = lambda src: ast.parse(src, mode="eval").body    # noqa: E731
+    assert stores.inplace_method("add_") and stores.inplace_method("addcmul_")
+    assert stores.inplace_method("fill_", call("t.fill_(t.mean())"))
+    assert not stores.inplace_method("fill_", call("t.fill_(0.5)"))
+    for name in ("zero_", "normal_", "requires_grad_", "__iadd__", "_private_", "append", "add"):
+        assert not stores.inplace_method(name), name
+
+
 def test_read_goes_through_instance_dictionaries_and_builtin_containers_only():
     import ast
 
