@@ -145,10 +145,11 @@ _UNBOUND = object()
 
 def _scalars(frame, names):
     """{name: value} of the variables of a function's frame among `names` (those
-    its loop's body rebinds: `epoch += 1` in a handler, `best = loss`) that hold a
-    number (numpy's too), a string or None now, as the iteration starts: the rerun gets them
+    its loop's body rebinds: `epoch += 1` in a handler, `best = loss`, an RNN's
+    `hidden = repackage(hidden)`) that hold a number (numpy's too), a string, None
+    or a small tensor now (_kept), as the iteration starts: the rerun gets them
     back (reduce_frame_state) rather than the failed iteration's values.  Only
-    these: a reference kept to another object (the last iteration's tensors)
+    these: a reference kept to another object (the last iteration's activations)
     would keep it alive for a whole iteration; a cell is a closure's, left as it is."""
     code = frame.f_code
     slots = _SLOTS.get((code, names))      # two loops of a function rebind different names
@@ -166,17 +167,40 @@ def _scalars(frame, names):
     if not top:
         return {}
     values = _frames.frame_slots(frame, 0, top, _UNBOUND)
-    return {name: values[i] for name, i in slots if _is_scalar(values[i])}
+    return {name: values[i] for name, i in slots if _kept(values[i])}
 
 
-def _is_scalar(value):
-    """A number, a string, bytes or None; or a numpy number or bool (`total +=
+# A tensor a mark keeps: its data at most this size (an RNN's hidden state is a few
+# KiB to a MiB); a tuple of at most _TUPLE_MAX of them (an LSTM's (h, c)).
+_TENSOR_MAX = 1 << 20
+_TUPLE_MAX = 8
+
+
+def _kept(value):
+    """A number, a string, bytes or None; a numpy number or bool (`total +=
     x.sum()` makes a numpy.float64): immutable and small, like the others (not
-    numpy.void, which may be a view of a structured array's row)."""
-    if type(value) in _SCALAR_TYPES:
+    numpy.void, which may be a view of a structured array's row).  Or a small
+    torch.Tensor, or a tuple of a few: kept alive one iteration longer, it costs
+    at most its size; a change the failed iteration made to it in place is named
+    (stores_changed.py), as for any tensor of the state."""
+    kind = type(value)
+    if kind in _SCALAR_TYPES:
         return True
+    torch = sys.modules.get("torch")
+    if torch is not None:
+        if kind is tuple and 0 < len(value) <= _TUPLE_MAX:
+            return all(type(v) is torch.Tensor and _small(v) for v in value)
+        if kind is torch.Tensor:
+            return _small(value)
     np = sys.modules.get("numpy")
     return np is not None and isinstance(value, (np.number, np.bool_))
+
+
+def _small(tensor):
+    try:
+        return tensor.element_size() * tensor.nelement() <= _TENSOR_MAX
+    except Exception:  # noqa: BLE001 - a tensor that cannot say (a meta tensor ...): not kept
+        return False
 
 
 

@@ -446,3 +446,20 @@ main()
         flag = flag ^ np.bool_(step % 2)
     assert noted["flag"] == flag and type(noted["flag"]) is np.bool_
     assert "arr" not in noted
+
+
+def test_a_mark_keeps_numbers_strings_and_small_tensors_only():
+    """What a mark keeps of a rebound variable (iteration._kept): immutable scalars,
+    a tensor of at most 1 MiB, a tuple of a few (an LSTM's (h, c)); nothing else,
+    which would stay alive a whole iteration."""
+    torch = pytest.importorskip("torch")    # noqa: F841 - the host's Debian python has it
+    small = torch.zeros(2, 3, 8)
+    assert iteration._kept(3) and iteration._kept("s") and iteration._kept(None) and iteration._kept(np.float64(1))
+    assert iteration._kept(small) and iteration._kept((small, small))
+    assert iteration._kept(torch.zeros(1 << 18))             # exactly 1 MiB of float32
+    assert not iteration._kept(torch.zeros((1 << 18) + 1))
+    assert not iteration._kept((small, torch.zeros(1 << 19)))
+    assert not iteration._kept((small,) * 9) and not iteration._kept(())
+    assert not iteration._kept([small]) and not iteration._kept({"h": small})
+    assert not iteration._kept(torch.nn.Parameter(small))     # a model's own: never rebound as a state
+    assert not iteration._kept(np.zeros(3))
