@@ -106,12 +106,30 @@ CASES = [
     ("tqdm-before-update", ["tqdm_bars.py"], "tqdm_bars.py:21@3"),
     ("tqdm-after-update", ["tqdm_bars.py"], "tqdm_bars.py:24@4=cpu"),
     ("tqdm-in-backward-epoch-1", ["tqdm_bars.py"], "tqdm_bars.py:25@7=torch"),
+    # an RNN's hidden state, carried from batch to batch (`hidden = repackage_hidden(
+    # hidden)`, rebound by the forward): given back as the iteration started; the
+    # failed iteration's hidden state holds a live graph (in the loss, before backward)
+    ("rnn-in-forward", ["rnn_hidden.py"], "rnn_hidden.py:44@12"),
+    ("rnn-in-loss", ["rnn_hidden.py"], "rnn_hidden.py:46@5=torch"),
+    ("rnn-in-backward-epoch-1", ["rnn_hidden.py"], "rnn_hidden.py:47@10=cpu"),
 ]
 
 
 @pytest.mark.parametrize("command,spec", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_resumed_run_is_the_uninterrupted_one(work, tmp_path_factory, command, spec):
     check(work, tmp_path_factory, command, spec)
+
+
+def test_a_carried_state_bigger_than_a_mark_keeps_is_named(work, tmp_path_factory):
+    """rnn_hidden.py big: the hidden tuple holds 1.2 MB, past the 1 MiB a mark keeps
+    (fidelity/iteration.py): not given back, and said; an error in the forward (the
+    rebinding of line 42 done, the forward's not) resumes as python ran all the same."""
+    expected = python_output("rnn_hidden.py", ("big",), str(tmp_path_factory.getbasetemp()))
+    first, second = suspend_and_resume(work, ["rnn_hidden.py", "big"], "rnn_hidden.py:44@3")
+    assert (f"portal: suspended: will differ: the failed iteration may already have changed 'hidden' "
+            f"({work / 'rnn_hidden.py'}:42) before the error: it runs again from the changed value\n"
+            ).encode() in first.stderr, first.stderr.decode()
+    assert (first.stdout + second.stdout).splitlines() == expected.splitlines()
 
 
 
@@ -142,3 +160,34 @@ def test_a_real_out_of_memory_error_under_mem_resumes_bit_for_bit(work, tmp_path
     assert second.returncode == 0, second.stderr.decode()
     assert (first.stdout + second.stdout).splitlines() == expected.splitlines()
     assert b"weights " in expected
+
+
+def test_a_loop_passed_over_for_one_further_out_is_said_and_oom_exact_declines_it(work):
+    """rnn_hidden.py big outer: train()'s loops decline (the failed iteration's
+    hidden state holds a live graph, and is too big for a mark to keep the one
+    before), the module-level epoch loop around train() is the point.  The report
+    says which loops were passed over and why, and what train() had done stays
+    done; under oom.exact=true that is a difference: not rescued."""
+    home = work.parent / "home"
+    first = subprocess.run([PORTAL_RUN, "rnn_hidden.py", "big", "outer"], cwd=work, capture_output=True,
+                           env=store_env(home, PORTAL_FAKE_OOM="rnn_hidden.py:47@9=torch"), timeout=TIMEOUT)
+    assert first.returncode == 75, first.stderr.decode()
+    said = first.stderr.decode().splitlines()
+    script = work / "rnn_hidden.py"
+    assert f"portal: suspended: will continue from the loop at {script}:57 in <module>(), iteration 1 (0-based); " \
+           f"that iteration runs again from its start" in said, said
+    passed = [line for line in said if " was passed over: " in line]
+    assert [line.split(" was passed over: ")[0] for line in passed] == [
+        f"portal: suspended: the loop at {script}:40 in train()",
+        f"portal: suspended: the loop at {script}:39 in train()"], said
+    assert all("local 'hidden' of train()" in line and "a live autograd graph" in line for line in passed)
+    callee = (f"the error came from inside train() ({script}:47), called by the failed iteration: what that "
+              f"call had already changed before the error (objects of the program, files) is not rolled back, "
+              f"and is changed again when the iteration runs again")
+    assert f"portal: suspended: {callee}" in said
+    exact = subprocess.run([PORTAL_RUN, "--policy", "oom.exact=true", "rnn_hidden.py", "big", "outer"], cwd=work,
+                           capture_output=True, timeout=TIMEOUT,
+                           env=store_env(work.parent / "home-exact", PORTAL_FAKE_OOM="rnn_hidden.py:47@9=torch"))
+    assert exact.returncode == 1, exact.stderr.decode()
+    assert exact.stderr.decode().splitlines()[-1] == \
+        f"portal: not rescued: with oom.exact=true, not a point where something will differ: {callee}"

@@ -262,6 +262,7 @@ REPORT_RE = re.compile(
     r"portal: suspended: will continue from the loop at (?P<loop_file>[^\n]+):(?P<loop_line>\d+)"
     r" in (?P<function>[^\n]+)\(\)(?:, iteration (?P<iteration>\d+) \(0-based\))?;"
     r" that iteration runs again from its start\n"
+    r"(?P<passed>(?:portal: suspended: the loop at [^\n]+ was passed over: [^\n]+\n)*)"   # inner loops that declined
     r"portal: suspended: job (?P<job>\S+), checkpoint (?P<size>\d+(?:\.\d)?) (?P<unit>bytes|KiB|MiB|GiB),?"
     r" in (?P<dir>[^\n]+), kept until (?P<expiry>\d{4}-\d\d-\d\d \d\d:\d\d) UTC \(3 days\)\n"
     r"portal: suspended: resume it on a machine with (?:more memory:"

@@ -108,8 +108,10 @@ def _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, make_stat
     if not _portal_own(exc):   # gradients a backward of the failed iteration added to (grads.py)
         from _portal.fidelity import grads
         differ = differ + grads.will_differ(loop_frame.f_code, loop_line, saved)
-    if differ and runtime.policy.get("oom.exact") == "true":
-        return "with oom.exact=true, not a point where something will differ: " + "; ".join(differ)
+    if runtime.policy.get("oom.exact") == "true":
+        differ = differ + _callee_changed(runtime, loop_frame, exc)
+        if differ:
+            return "with oom.exact=true, not a point where something will differ: " + "; ".join(differ)
     reason = plugins.at_suspension(saved)
     if reason:
         return reason
@@ -174,6 +176,20 @@ def _changed_objects(runtime, loop_frame, loop_line, site, exc, saved):
                 + stores_changed.unmarked_loaders(runtime, loop_frame, loop_line, exc, saved))
     except Exception:  # noqa: BLE001 - a program's object that cannot be read: never a failed rescue
         return []
+
+
+def _callee_changed(runtime, loop_frame, exc):
+    """[text] where the error came from inside a function of the program's own
+    that may have changed something before it (stores_changed.callee_note: the
+    report's line otherwise): under oom.exact=true that is a difference too (the
+    loop of a train() that declined, passed over for the epoch loop around it, ran
+    its steps; they run again on what they changed)."""
+    if _portal_own(exc):
+        return []
+    from _portal.fidelity import stores_changed
+    user = lambda f: f == runtime.main_filename or runtime.user_code.is_user_file(f)  # noqa: E731
+    note = stores_changed.callee_note(exc, loop_frame, user)
+    return [note] if note else []
 
 
 def _portal_own(exc):

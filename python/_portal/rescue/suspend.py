@@ -25,8 +25,13 @@ def _say(subject, problem):
     sys.stderr.write(f"portal: {subject}: {problem}\n")
 
 
-def _decline(runtime, exc, reason):
+def _decline(runtime, exc, reason, loop=None):
+    """loop: (its frame, "the loop at FILE:LINE in F()") where this loop's own
+    rules declined it (decide.py): should a loop further out be the point, its
+    report says why this one was passed over."""
     runtime.declined.setdefault(id(exc), []).append(reason)
+    if loop is not None:
+        runtime.passed_over.setdefault(id(exc), []).append((id(loop[0]), loop[1], reason))
     from _portal.state import threading_state
     threading_state.thaw()   # the threads decide.py held at their wait go on (fidelity.md)
 
@@ -290,7 +295,11 @@ def _rescue(runtime, loop_frame, loop_line, exc):
                           lambda frames, site: _point_state(runtime, loop_frame, loop_line, frames, site,
                                                             roll_back=not preempted))
     if not isinstance(point, decide.Point):
-        return _decline(runtime, exc, point) if point else None
+        if not point:
+            return None
+        code = loop_frame.f_code
+        return _decline(runtime, exc, point,
+                        (loop_frame, f"the loop at {code.co_filename}:{loop_line} in {code.co_name}()"))
     if not preempted:   # the gradients the failed iteration's backward wrote, put back (grads.py)
         from _portal.fidelity import grads
         grads.restore(loop_frame.f_code, loop_line)
@@ -348,14 +357,31 @@ def _point_state(runtime, loop_frame, loop_line, frames, site, roll_back=True):
 
 
 def _notes(runtime, loop_frame, exc):
-    """Lines the report adds: a comprehension the error passed through, which
-    cannot be the point to continue from (comprehensions.py)."""
+    """Lines the report adds: the loops inside this one's iteration that the error
+    passed through and that declined (why: what to change for the next time), a
+    comprehension the error passed through, which cannot be the point to continue
+    from (comprehensions.py), what a callee did that stays done."""
     from _portal.fidelity import comprehensions
     from _portal.fidelity import stores_changed
     is_user_file = lambda f: f == runtime.main_filename or runtime.user_code.is_user_file(f)  # noqa: E731
-    notes = [comprehensions.passed_over(exc, loop_frame, is_user_file),
-             stores_changed.callee_note(exc, loop_frame, is_user_file)]   # what a callee did stays done
+    inner = _inner_frames(exc, loop_frame)   # an entry of an earlier error of the same id is not this one's
+    notes = [f"{loop} was passed over: {reason}"
+             for frame, loop, reason in runtime.passed_over.get(id(exc), ()) if frame in inner]
+    notes += [comprehensions.passed_over(exc, loop_frame, is_user_file),
+              stores_changed.callee_note(exc, loop_frame, is_user_file)]   # what a callee did stays done
     return [note for note in notes if note]
+
+
+def _inner_frames(exc, loop_frame):
+    """The ids of the frames the error passed through inside the loop's frame."""
+    tb = exc.__traceback__
+    while tb is not None and tb.tb_frame is not loop_frame:
+        tb = tb.tb_next
+    out = set()
+    while tb is not None:
+        out.add(id(tb.tb_frame))
+        tb = tb.tb_next
+    return out
 
 
 class _Error:
@@ -511,7 +537,12 @@ def _names_of(objects, roots):
                 if id(item) in wanted:
                     names.append(f"{root}[{key!r}]")
                     wanted.discard(id(item))
-    return names + [f"{len(wanted)} more, inside other objects"] * bool(wanted)
+    if not wanted:
+        return names
+    if names:
+        return names + [f"{len(wanted)} more, inside other objects"]
+    return ["1 tensor inside an object of the state" if len(wanted) == 1
+            else f"{len(wanted)} tensors inside objects of the state"]
 
 
 def _what_ran_short(error):

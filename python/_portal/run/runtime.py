@@ -43,6 +43,7 @@ class Runtime:
             script_dir, os.getcwd(), os.environ.get("PYTHONPATH", ""), self.extra_user_code)
         self.fake_oom = fake_oom if fake_oom is not None else FakeOom.from_environment()
         self.declined = {}  # id(exception) -> [reason, ...] for the loops that declined it
+        self.passed_over = {}  # id(exception) -> [(id(frame), "the loop at F:L in f()", reason)] (suspend.py)
         # (id(exception), id(its innermost traceback entry), reason): the last error
         # a loop left to a handler of the program's own (decide.py)
         self.left_to_handler = None
