@@ -290,7 +290,8 @@ def plugin_reducers():
         return plugins.reducers()
     except ImportError:
         from _portal.torch import objects as torch_state
-        return torch_state.reducers(), torch_state.subclass_reducers()
+        from _portal.checkpoint.context import PickleContext
+        return torch_state.reducers(PickleContext()), torch_state.subclass_reducers(PickleContext())
 
 
 def child_write(kind, size_bytes, target):

@@ -669,7 +669,8 @@ class Pickler(pickle.Pickler):
         # count, islice, chain, cycle, product where CPython no longer pickles them
         # (3.14: Portal's reader of their fields; nothing up to 3.13)
         from _portal.state import itertools_state
-        h.update(itertools_state.reducers())
+        from _portal.checkpoint.context import PickleContext
+        h.update(itertools_state.reducers(PickleContext()))   # needs nothing of the pickling
         random = sys.modules.get("random")
         if random is not None:
             h[random.Random] = self._reduce_random

@@ -176,49 +176,50 @@ def note(key, frame):
 
 # --- saving ------------------------------------------------------------------------------
 
-def state_at_start(obj):
-    """What was noted of `obj` when the iteration being rolled back started, or None."""
-    from _portal.fidelity import iteration
-    marks = iteration.rolling_back()
+def state_at_start(marks, obj):
+    """What was noted of `obj` when the iteration rolled back to (its `marks`, or
+    None) started, or None."""
     for held, state in (marks or {}).get("objects", ()):
         if held is obj:
             return state
     return None
 
 
-def reduce_rolled_back(obj):
+def reduce_rolled_back(obj, marks):
     """A generator object as pickle saves it, with the state it had when the failed
     iteration started (when it was noted then); NotImplemented: as usual."""
-    state = state_at_start(obj)
+    state = state_at_start(marks, obj)
     if state is None:
         return NotImplemented
     reduced = obj.__reduce__()
     return (reduced[0], reduced[1], state) + tuple(reduced[3:])
 
 
-def reduce_torch_generator(g):
+def reduce_torch_generator(g, marks):
     from _portal.torch import objects as torch_state
     function, args = torch_state.reduce_generator(g)
-    state = state_at_start(g)
+    state = state_at_start(marks, g)
     return (function, args) if state is None else (function, args[:-1] + (state,))
 
 
-def reducers():
+def reducers(context):
+    rolled_back = lambda obj: reduce_rolled_back(obj, context.marks)  # noqa: E731
     exact = {}
     np = sys.modules.get("numpy")
     if np is not None:
-        exact[np.random.Generator] = exact[np.random.RandomState] = reduce_rolled_back
+        exact[np.random.Generator] = exact[np.random.RandomState] = rolled_back
     if sys.modules.get("torch") is not None:
-        exact[sys.modules["torch"]._C.Generator] = reduce_torch_generator
+        exact[sys.modules["torch"]._C.Generator] = lambda g: reduce_torch_generator(g, context.marks)
     return exact
 
 
-def subclass_reducers():
+def subclass_reducers(context):
+    rolled_back = lambda obj: reduce_rolled_back(obj, context.marks)  # noqa: E731
     inherited = {}
     rnd = sys.modules.get("random")
     if rnd is not None:
-        inherited[rnd.Random] = reduce_rolled_back
+        inherited[rnd.Random] = rolled_back
     np = sys.modules.get("numpy")
     if np is not None:      # PCG64, MT19937, Philox, SFC64, ...: their pickle state
-        inherited[np.random.BitGenerator] = reduce_rolled_back
+        inherited[np.random.BitGenerator] = rolled_back
     return inherited

@@ -37,8 +37,6 @@ NAME = "__portal_iteration__"
 
 # (code object, loop line) -> the states at the start of its latest iteration.
 _MARKS = {}
-# The marks of the loop being captured (roll_back), consulted by dataloader.py.
-_ROLLING_BACK = None
 _DATALOADER = "torch.utils.data.dataloader"
 
 
@@ -220,9 +218,8 @@ def marks_on_stack(frame, code, loop_line):
 
 def at_start(code, loop_line):
     """The states noted when the current iteration of that loop started, or None.
-    Asked once per loop the capture tries: forgets the last loop's roll-back."""
-    global _ROLLING_BACK
-    _ROLLING_BACK = None
+    Asked once per loop the capture tries (the marks then go to the picklings in
+    their PickleContext, checkpoint/context.py)."""
     return marks_of(code, loop_line)
 
 
@@ -232,22 +229,17 @@ def marks_of(code, loop_line):
     return _MARKS.get((code, loop_line))
 
 
-def rolling_back():
-    """The marks of the loop being captured (roll_back), or None."""
-    return _ROLLING_BACK
-
-
 # batches_at_start() of an iterator made since the iteration started.
 MADE_SINCE = -1
 
 
-def batches_at_start(iterator):
+def batches_at_start(marks, iterator):
     """How many batches the DataLoader iterator had given when the iteration being
-    rolled back started; MADE_SINCE for one made since; None when no roll-back is
-    under way (the loop is not marked)."""
-    if _ROLLING_BACK is None:
+    rolled back to (its `marks`) started; MADE_SINCE for one made since; None when
+    nothing is rolled back (marks None: the loop is not marked)."""
+    if marks is None:
         return None
-    for ref, count in _ROLLING_BACK.get("loaders", ()):
+    for ref, count in marks.get("loaders", ()):
         if ref() is iterator:
             return count
     return MADE_SINCE
@@ -255,9 +247,8 @@ def batches_at_start(iterator):
 
 def roll_back(process, marks):
     """Put the iteration's starting states into the captured ProcessState; the
-    DataLoader iterators are wound back as they are saved (batches_at_start)."""
-    global _ROLLING_BACK
-    _ROLLING_BACK = marks
+    DataLoader iterators are wound back as they are saved (batches_at_start, with
+    the marks the pickling's context carries)."""
     if marks["random"] is not None:
         process.random_state = random_state(marks["random"])
     if marks["numpy"] is not None:
@@ -271,13 +262,12 @@ def roll_back(process, marks):
 
 # --- the loop's own frame ------------------------------------------------------------------
 
-def reduce_frame_state(fs):
+def reduce_frame_state(fs, marks):
     """The resume loop's saved frame with its for loop's targets as the failed
     iteration started: `x = augment(x)` in the body rebinds x, and the iteration
     runs again on the batch it was given, not on its own result.  A target that is
     dead at the resume point (not saved) stays so; a cell (a closure's) is left as it
     is, and so is a loop at module level (its targets are globals)."""
-    marks = _ROLLING_BACK
     if marks is None or fs.call is not None or fs.function is None \
             or getattr(fs.function, "__code__", None) is not marks.get("code") \
             or not marks.get("targets"):
@@ -295,6 +285,6 @@ def reduce_frame_state(fs):
     return cls, args, state
 
 
-def reducers():
+def reducers(context):
     from _portal.checkpoint.program import FrameState
-    return {FrameState: reduce_frame_state}
+    return {FrameState: lambda fs: reduce_frame_state(fs, context.marks)}

@@ -35,10 +35,6 @@ _CO_ASYNC = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERA
 UNSAVEABLE_ADVICE = ("Portal cannot save it: close or drop it before the loop, keep it out of "
                      "the loop's state, or give its class __getstate__/__setstate__ that "
                      "leave it out and make it again")
-# True while the trial pickling runs: a reducer with a costly side effect (copying a
-# device storage to the host: torch/objects.py) skips it.
-TRIAL = [False]
-
 
 @dataclass
 class Point:
@@ -47,13 +43,15 @@ class Point:
     site: Any
     state: Any                          # the ProgramState to write
     roots: dict                         # {description: object}, for messages
+    marks: Any = None                   # the iteration's start it is rolled back to (fidelity/iteration.py)
     will_differ: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)   # the report's extra lines (suspend.py)
 
 
 def decide(runtime, loop_frame, loop_line, exc, make_state):
-    """make_state(frames, site) -> (ProgramState, roots): built once, here, and
-    written as it is if this loop is the point."""
+    """make_state(frames, site) -> (ProgramState, roots, marks): built once, here,
+    and written as it is if this loop is the point, rolled back to `marks` (the
+    iteration's start, or None)."""
     if id(exc) in runtime.capture_failed:
         return None
     reason = _store(runtime)
@@ -88,10 +86,10 @@ def decide(runtime, loop_frame, loop_line, exc, make_state):
 
 
 def _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, make_state):
-    state, roots = make_state(frames, site)
+    state, roots, marks = make_state(frames, site)
     from _portal.state import plugins
     plugins.prepare()                       # in the program's thread: the trial pickles in another
-    saved = _trial(runtime, state, roots)   # docs/fidelity.md: its cost
+    saved = _trial(runtime, state, roots, marks)   # docs/fidelity.md: its cost
     if isinstance(saved, str):
         return saved
     from _portal.state import threading_state
@@ -115,7 +113,7 @@ def _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, make_stat
     reason = plugins.at_suspension(saved)
     if reason:
         return reason
-    return Point(frames, site, state, roots, differ)
+    return Point(frames, site, state, roots, marks, differ)
 
 
 def _left_to_handler(runtime, exc, where, matches):
@@ -261,7 +259,7 @@ class _Nowhere:
         return len(data)
 
 
-def _trial(runtime, state, roots):
+def _trial(runtime, state, roots, marks):
     """Pickle the state into nothing, as the writer will (same reducers, buffers
     left where they are): a reducer that declines (a live autograd graph) or an
     object that cannot be saved declines this loop now, while the frames still
@@ -272,8 +270,10 @@ def _trial(runtime, state, roots):
     from _portal.fidelity import autograd
     from _portal.state import plugins
     from _portal.checkpoint import reducers
-    exact, inherited = plugins.reducers()
-    TRIAL[0] = True
+    from _portal.checkpoint.context import PickleContext
+    # a trial: a reducer with a costly side effect (copying a device storage to the
+    # host: torch/objects.py) skips it
+    exact, inherited = plugins.reducers(PickleContext(trial=True, marks=marks))
     try:
         pickler = reducers.Pickler(_Nowhere(), registry=runtime.registry,
                                    buffer_callback=_discard, reducers=exact, subclass_reducers=inherited)
@@ -286,7 +286,6 @@ def _trial(runtime, state, roots):
     except (MemoryError, RecursionError, RuntimeError, OSError):
         return None
     finally:
-        TRIAL[0] = False
         del autograd.CUT[:]
         pickler = None
 

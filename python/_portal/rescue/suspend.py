@@ -339,21 +339,24 @@ def _rescue(runtime, loop_frame, loop_line, exc):
 
 
 def _point_state(runtime, loop_frame, loop_line, frames, site, roll_back=True):
-    """The ProgramState to save at this loop, and the names of its roots.
-    roll_back=False: the point is the start of an iteration that has not run yet
-    (a preemption's safe point): the states are saved as they are."""
+    """(ProgramState to save at this loop, the names of its roots, the marks of the
+    iteration's start it is rolled back to or None).  roll_back=False: the point is
+    the start of an iteration that has not run yet (a preemption's safe point): the
+    states are saved as they are."""
     index, text = _iteration(frames, site, loop_frame)
     loop = LoopInfo(filename=loop_frame.f_code.co_filename, line=loop_line,
                     iteration=index, function=loop_frame.f_code.co_name, iteration_text=text)
     process = _process_state(runtime)
     from _portal.fidelity import iteration
     marks = iteration.at_start(loop_frame.f_code, loop_line)
-    if marks is not None and roll_back:   # the iteration runs again: with the random numbers it drew
+    if not roll_back:
+        marks = None
+    if marks is not None:   # the iteration runs again: with the random numbers it drew
         iteration.roll_back(process, marks)
     state = ProgramState(frames=frames, main=sys.modules["__main__"].__dict__,
                          process=process, loop=loop,
                          fake_oom=runtime.fake_oom.counts if runtime.fake_oom else None)
-    return state, _error_roots(state)
+    return state, _error_roots(state), marks
 
 
 def _notes(runtime, loop_frame, exc):
@@ -445,7 +448,8 @@ def _write(runtime, job, point, manifest_fields):
     from _portal.checkpoint import format as checkpoint
     from _portal.state import plugins
     from _portal.checkpoint.reducers import DeclineLoop, Unsaveable
-    exact, inherited = plugins.reducers()
+    from _portal.checkpoint.context import PickleContext
+    exact, inherited = plugins.reducers(PickleContext(marks=point.marks))
 
     def write(attempt):
         with _TestFault(checkpoint, attempt):

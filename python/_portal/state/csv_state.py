@@ -99,7 +99,7 @@ def _reduce_reader(reader):
     return (_rb_reader, (source, _dialect_fields(dialect), reader.line_num))
 
 
-def reducers():
+def reducers(context):
     csv = sys.modules.get("_csv")
     if csv is None:
         return {}

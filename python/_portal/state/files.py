@@ -176,5 +176,5 @@ REDUCERS = {t: reduce_file for t in (io.TextIOWrapper, io.BufferedReader, io.Buf
                                      io.BufferedRandom, io.FileIO)}
 
 
-def reducers():
+def reducers(context):
     return REDUCERS

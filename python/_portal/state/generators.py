@@ -113,5 +113,5 @@ def _after(code, lasti):
 REDUCERS = {types.GeneratorType: reduce_generator}
 
 
-def reducers():
+def reducers(context):
     return REDUCERS

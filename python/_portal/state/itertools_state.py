@@ -158,7 +158,7 @@ def _reduce_chain(c):
     return reduce_chain_parts(*chain_parts(c))
 
 
-def reducers():
+def reducers(context):
     if not NATIVE or "itertools" not in sys.modules:
         return {}
     itertools = sys.modules["itertools"]

@@ -73,7 +73,7 @@ def reduce_handler(handler):
     return (_rb_handler, (type(handler),), state, None, None, _set_handler)
 
 
-def subclass_reducers():
+def subclass_reducers(context):
     logging = sys.modules.get("logging")
     if logging is None:
         return {}

@@ -4,9 +4,12 @@ A plug-in module saves the objects of one library or concern (open files, the
 user's generators, torch's training state, DataLoader iterators ...) without the
 pickler knowing about it.  It may define, all optional:
 
-    reducers()          {type: fn(obj) -> reduce tuple | NotImplemented}, exact type
-    subclass_reducers() {type: fn(obj) -> ...}, for that type and its subclasses
-                        (the first class of the object's MRO listed wins)
+    reducers(context)   {type: fn(obj) -> reduce tuple | NotImplemented}, exact type,
+                        for one pickling: `context` (checkpoint/context.py) says
+                        whether it is decide.py's trial and which iteration's
+                        start the state is rolled back to
+    subclass_reducers(context) {type: fn(obj) -> ...}, for that type and its
+                        subclasses (the first class of the object's MRO listed wins)
     capture_process()   process-wide state to save (picklable), or None
     restore_process(s)  applies what capture_process() returned, before the
                         program's frames are re-entered
@@ -64,12 +67,22 @@ def _modules():
     return [_load(path) for path in MODULES.values()]
 
 
-def reducers():
+def reducers(context=None):
+    """(exact, inherited): every plug-in's reducers for one pickling, each plug-in
+    handed `context` (checkpoint/context.PickleContext: a trial's, or the
+    write's with the marks it rolls back to; a plain one by default)."""
+    if context is None:
+        from _portal.checkpoint.context import PickleContext
+        context = PickleContext()
     exact, inherited = {}, {}
     for mod in _modules():
-        exact.update(getattr(mod, "reducers", dict)())
-        inherited.update(getattr(mod, "subclass_reducers", dict)())
+        exact.update(getattr(mod, "reducers", _none)(context))
+        inherited.update(getattr(mod, "subclass_reducers", _none)(context))
     return exact, inherited
+
+
+def _none(context):
+    return {}
 
 
 def import_patches():

@@ -278,7 +278,7 @@ def will_differ(roots, saved):
     return out
 
 
-def reducers():
+def reducers(context):
     sqlite3 = sys.modules.get("sqlite3")
     if sqlite3 is None:
         return {}

@@ -380,14 +380,14 @@ def restore_process(_saved):
         _TO_START.pop(0).start()
 
 
-def reducers():
+def reducers(context):
     import _thread
     out = {_thread.LockType: _reduce_lock,
            _thread.RLock: _rlock_reducer(_thread.get_ident())}
     return out
 
 
-def subclass_reducers():
+def subclass_reducers(context):
     threading = sys.modules.get("threading")
     if threading is None:
         return {}

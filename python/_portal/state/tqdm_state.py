@@ -48,10 +48,9 @@ def note():
     return noted
 
 
-def _at_start(bar):
-    """The counts the bar had when the iteration being rolled back started, or {}."""
-    from _portal.fidelity import iteration
-    marks = iteration.rolling_back()
+def _at_start(bar, marks):
+    """The counts the bar had when the iteration rolled back to (its `marks`, or
+    None) started, or {}."""
     for ref, counted in (marks or {}).get("bars", ()):
         if ref() is bar:
             return counted
@@ -75,9 +74,9 @@ def _set_bar(bar, saved):
         bar.sp = bar.status_printer(bar.fp)
 
 
-def reduce_bar(bar):
+def reduce_bar(bar, marks):
     state = {k: v for k, v in vars(bar).items() if k not in _NOT_SAVED}
-    state.update(_at_start(bar))
+    state.update(_at_start(bar, marks))
     stream = None
     fp = vars(bar).get("fp")
     if fp is not None:
@@ -88,8 +87,8 @@ def reduce_bar(bar):
     return (_rb_bar, (type(bar),), (state, stream, time.time()), None, None, _set_bar)
 
 
-def subclass_reducers():
+def subclass_reducers(context):
     std = sys.modules.get(_MODULE)
     if std is None:
         return {}
-    return {std.tqdm: reduce_bar}
+    return {std.tqdm: lambda bar: reduce_bar(bar, context.marks)}

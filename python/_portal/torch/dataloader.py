@@ -188,14 +188,14 @@ def _fill_later(shell, state):
     _PENDING.append((shell, state))
 
 
-def _batches_to_keep(it):
+def _batches_to_keep(it, marks):
     """The count the iterator is saved with: the count when the failed iteration
     started (iteration.py), so that the batches it took are delivered again; an
     iterator made inside the failed iteration is saved exhausted: where the program
     makes one only when the last one ran out (`except StopIteration: it =
     iter(loader)`), the iteration takes that path again, as it did."""
     from _portal.fidelity import iteration
-    at_start = iteration.batches_at_start(it)
+    at_start = iteration.batches_at_start(marks, it)
     if at_start == iteration.MADE_SINCE:
         module = sys.modules[_DATALOADER]
         if it._dataset_kind == module._DatasetKind.Map:
@@ -209,7 +209,7 @@ def _batches_to_keep(it):
     return it._num_yielded
 
 
-def reduce_iterator(it):
+def reduce_iterator(it, marks):
     if getattr(it, "_portal_rng_init", None) is None:
         raise TypeError(f"cannot save {type(it).__name__}: the RNG states its epoch "
                         "started from were not noted (made before Portal's DataLoader "
@@ -218,14 +218,14 @@ def reduce_iterator(it):
     if loader is None:
         raise TypeError(f"cannot save {type(it).__name__}: its DataLoader (persistent "
                         "workers) is gone; keep the DataLoader in a variable")
-    yielded = _batches_to_keep(it)
+    yielded = _batches_to_keep(it, marks)
     state = {"loader": loader, "yielded": yielded, "base_seed": it._base_seed,
              "rng_init": it._portal_rng_init, "rng_epoch": it._portal_rng_epoch,
              "rng_first": getattr(it, "_portal_rng_first", None) if yielded else None}
     return (_rb_shell, (type(it),), state, None, None, _fill_later)
 
 
-def reduce_cycle(c):
+def reduce_cycle(c, marks):
     """itertools.cycle, as pickle saves it up to 3.14 (itertools_state.py) (its iterator, the items it has kept, whether
     its first pass is over), less the items of the failed iteration when it cycles a
     DataLoader iterator that is wound back (reduce_iterator): they are taken again.
@@ -234,7 +234,7 @@ def reduce_cycle(c):
     from _portal.fidelity import generator_states
     from _portal.state import itertools_state
     it, kept, passed = itertools_state.cycle_parts(c)
-    noted = generator_states.state_at_start(c)
+    noted = generator_states.state_at_start(marks, c)
     if passed and noted is not None and noted[0] == "again":
         # past its first pass: back to the item it was to give when the iteration started
         again = iter(kept)
@@ -242,7 +242,7 @@ def reduce_cycle(c):
         return itertools_state.reduce_cycle_parts(again, kept, passed)
     if not passed and isinstance(it, sys.modules[_DATALOADER]._BaseDataLoaderIter):
         from _portal.fidelity import iteration
-        at_start = iteration.batches_at_start(it)
+        at_start = iteration.batches_at_start(marks, it)
         drop = it._num_yielded - at_start if at_start is not None and at_start >= 0 else 0
         if 0 < drop <= len(kept):
             kept = kept[:len(kept) - drop]
@@ -264,7 +264,7 @@ def _source_back_one(source):
     return back
 
 
-def reduce_chain(c):
+def reduce_chain(c, marks):
     """itertools.chain, as pickle saves it up to 3.14 (itertools_state.py) (the iterator over its iterables, the one
     it is in), except where the failed iteration moved it from one DataLoader to the
     next (`next(chain)` took the first loader's last batch in an earlier iteration,
@@ -276,14 +276,14 @@ def reduce_chain(c):
     source, active = itertools_state.chain_parts(c)
     if isinstance(active, sys.modules[_DATALOADER]._BaseDataLoaderIter):
         from _portal.fidelity import iteration
-        if iteration.batches_at_start(active) == iteration.MADE_SINCE:
+        if iteration.batches_at_start(marks, active) == iteration.MADE_SINCE:
             back = _source_back_one(source)
             if back is not None:
                 return itertools_state.reduce_chain_parts(back, iter(()))
     return itertools_state.reduce_chain_parts(source, active)
 
 
-def reducers():
+def reducers(context):
     if _DATALOADER not in sys.modules:
         return {}
     import itertools
@@ -291,16 +291,17 @@ def reducers():
     # Both read the objects through itertools_state.py (their own __reduce__ up to
     # 3.13, Portal's reader from 3.14); where that cannot read a type's layout it
     # is not registered, and the capture declines the object by name.
+    marks = context.marks   # the failed iteration's start, which the loaders are wound back to
     return {cls: reduce for cls, reduce, ok in (
-        (itertools.cycle, reduce_cycle, itertools_state.saveable_cycle()),
-        (itertools.chain, reduce_chain, itertools_state.saveable_chain())) if ok}
+        (itertools.cycle, lambda c: reduce_cycle(c, marks), itertools_state.saveable_cycle()),
+        (itertools.chain, lambda c: reduce_chain(c, marks), itertools_state.saveable_chain())) if ok}
 
 
-def subclass_reducers():
+def subclass_reducers(context):
     module = sys.modules.get(_DATALOADER)
     if module is None:
         return {}
-    return {module._BaseDataLoaderIter: reduce_iterator}
+    return {module._BaseDataLoaderIter: lambda it: reduce_iterator(it, context.marks)}
 
 
 def capture_process():

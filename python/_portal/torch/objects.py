@@ -307,22 +307,17 @@ def _quantizer(t):
     _refuse(f"quantized tensors with scheme {scheme} are not supported")
 
 
-def reduce_storage(wrapper):
+def reduce_storage(wrapper, trial=False):
     storage = wrapper.storage
     if storage.device.type == "cpu":
         torch = _torch()
         u8 = torch.empty(0, dtype=torch.uint8).set_(storage)
         return (_rb_storage, (PickleBuffer(u8.numpy()),))
-    if _decide().TRIAL[0]:   # decide.py's trial pickling: nothing is copied off the device
+    if trial:   # decide.py's trial pickling: nothing is copied off the device
         return (_rb_device_storage, (PickleBuffer(bytearray()), storage.device.type,
                                      storage.device.index or 0))
     return (_rb_device_storage, (_spill_device_storage(storage), storage.device.type,
                                  storage.device.index or 0))
-
-
-def _decide():
-    from _portal.rescue import decide
-    return decide
 
 
 def reduce_generator(g):
@@ -367,21 +362,22 @@ def reduce_inference_mode(ctx):
     return (_rb_object, (type(ctx),), d, None, None, _set_inference_mode)
 
 
-def reducers():
+def reducers(context):
     """Exact types.  Starts a capture: forgets the storages of the last one."""
     _storages.clear()
     torch = _torch()
     if torch is None:
         return {}
     _CAPTURING_THREAD_INFERENCE[0] = torch.is_inference_mode_enabled()
-    out = {_Storage: reduce_storage, torch._C.Generator: reduce_generator}
+    out = {_Storage: lambda wrapper: reduce_storage(wrapper, context.trial),
+           torch._C.Generator: reduce_generator}
     mode = getattr(torch.autograd.grad_mode, "inference_mode", None)
     if mode is not None:
         out[mode] = reduce_inference_mode
     return out
 
 
-def subclass_reducers():
+def subclass_reducers(context):
     torch = _torch()
     if torch is None:
         return {}

@@ -206,7 +206,7 @@ def test_a_persistent_loader_is_referred_to_weakly(tmp_path):
     assert dataloader.loader_of(it) is loader and it._portal_loader is not loader
     del loader  # the program drops the loader but holds its iterator
     with pytest.raises(TypeError, match="its DataLoader .* is gone"):
-        dataloader.reduce_iterator(it)
+        dataloader.reduce_iterator(it, None)
     it._shutdown_workers()
 
 
@@ -215,4 +215,4 @@ def test_an_iterator_made_before_the_patch_is_refused_by_name():
         pass
     it = object.__new__(Unpatched)
     with pytest.raises(TypeError, match="the RNG states its epoch started from were not noted"):
-        dataloader.reduce_iterator(it)
+        dataloader.reduce_iterator(it, None)

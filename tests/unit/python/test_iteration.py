@@ -72,7 +72,6 @@ def installed(monkeypatch):
     iteration._MARKS.clear()
     yield
     iteration._MARKS.clear()
-    iteration.at_start(None, 0)       # no roll-back left under way for the next test
 
 
 def test_the_states_at_the_failed_iterations_start_are_kept(installed):
@@ -189,11 +188,10 @@ def test_the_count_of_each_live_iterator_is_noted_weakly(installed):
     next(it)
     assert [(ref(), count) for ref, count in marks["loaders"] if ref() is it] == [(it, 1)]
     iteration.roll_back(ProcessState(argv=[], orig_argv=[], cwd="/", environ={}, path=[]), marks)
-    assert iteration.batches_at_start(it) == 1
+    assert iteration.batches_at_start(marks, it) == 1
     made_since = iter(DataLoader(list(range(8)), batch_size=2))
-    assert iteration.batches_at_start(made_since) == iteration.MADE_SINCE
-    iteration.at_start(sys._getframe().f_code, 1)      # the next loop's capture
-    assert iteration.batches_at_start(it) is None
+    assert iteration.batches_at_start(marks, made_since) == iteration.MADE_SINCE
+    assert iteration.batches_at_start(None, it) is None   # nothing rolled back: saved as it is
     del it
     import gc
     gc.collect()
@@ -229,10 +227,11 @@ def test_a_rebound_target_is_saved_as_the_iteration_started(installed):
     slot = train.__code__.co_varnames.index("x")
     saved = [EMPTY] * train.__code__.co_nlocals
     saved[slot] = 20.0                                   # as the failed iteration left it
-    reduced = iteration.reduce_frame_state(FrameState(train, 0, saved, [], None))
+    reduced = iteration.reduce_frame_state(FrameState(train, 0, saved, [], None), marks)
     assert reduced[2]["locals"][slot] == 2               # the batch it was given
     saved[slot] = EMPTY                                  # dead at the resume point: stays so
-    assert iteration.reduce_frame_state(FrameState(train, 0, saved, [], None))[2]["locals"][slot] is EMPTY
+    assert iteration.reduce_frame_state(FrameState(train, 0, saved, [], None), marks)[2]["locals"][slot] is EMPTY
+    assert iteration.reduce_frame_state(FrameState(train, 0, saved, [], None), None) is NotImplemented
 
 
 def test_the_programs_own_generators_are_saved_as_the_iteration_started(installed):
@@ -258,7 +257,7 @@ def test_the_programs_own_generators_are_saved_as_the_iteration_started(installe
     iteration.roll_back(ProcessState(argv=[], orig_argv=[], cwd="/", environ={}, path=[]), marks)
     copy = Augment.__new__(Augment)
     copy.np_rng, copy.legacy, copy.gen, copy.rnd = pickle.loads(
-        pickled_as_saved((augment.np_rng, augment.legacy, augment.gen, augment.rnd)))
+        pickled_as_saved((augment.np_rng, augment.legacy, augment.gen, augment.rnd), marks))
     assert copy.draw() == first                          # the failed iteration's draws again
     assert augment.draw() != first                       # the program's own objects untouched
     assert generator_states.find(sys._getframe())         # found from this frame's locals
@@ -271,7 +270,7 @@ def test_a_bit_generator_the_program_holds_is_saved_as_the_iteration_started(ins
     marks = iteration.at_start(sys._getframe().f_code, 1)
     first = bits.random_raw(3).tolist()
     iteration.roll_back(ProcessState(argv=[], orig_argv=[], cwd="/", environ={}, path=[]), marks)
-    assert pickle.loads(pickled_as_saved(bits)).random_raw(3).tolist() == first
+    assert pickle.loads(pickled_as_saved(bits, marks)).random_raw(3).tolist() == first
     assert bits.random_raw(3).tolist() != first          # the program's own one untouched
 
 
@@ -343,12 +342,14 @@ def test_the_search_keeps_no_class_of_the_programs_alive():
     assert ref() is None
 
 
-def pickled_as_saved(obj):
-    """`obj` pickled with the plug-ins' reducers, as the capture pickles it."""
+def pickled_as_saved(obj, marks):
+    """`obj` pickled with the plug-ins' reducers, as the capture pickles it when it
+    rolls back to `marks`."""
     import io
     import pickle
+    from _portal.checkpoint.context import PickleContext
     from _portal.state import plugins
-    exact, inherited = plugins.reducers()
+    exact, inherited = plugins.reducers(PickleContext(marks=marks))
 
     class Pickler(pickle.Pickler):
         def reducer_override(self, obj):

@@ -522,7 +522,8 @@ def test_process_state_round_trips(torch_flags):
 def test_plugin_gives_nothing_without_torch(monkeypatch):
     monkeypatch.delitem(sys.modules, "torch")
     assert torch_state.capture_process() is None
-    assert torch_state.reducers() == {} and torch_state.subclass_reducers() == {}
+    from _portal.checkpoint.context import PickleContext
+    assert torch_state.reducers(PickleContext()) == {} and torch_state.subclass_reducers(PickleContext()) == {}
 
 
 # --- the CUDA path, on CPU ----------------------------------------------------------
