@@ -49,6 +49,25 @@ def suspend_and_resume(work, command, spec, *options):
     return first, second
 
 
+def resumes_as_python_naming_nothing(work, tmp_path_factory, script, spec):
+    expected = python_output((script,), str(tmp_path_factory.getbasetemp()))
+    first, second = suspend_and_resume(work, [script], spec)
+    assert named(first.stderr) == [], first.stderr.decode()
+    assert first.stdout + second.stdout == expected
+
+
+def declined_under_oom_exact(work, script, spec):
+    """The last line of a run under oom.exact=true, which must fail as python does."""
+    r = subprocess.run([PORTAL_RUN, "--policy", "oom.exact=true", script], cwd=work,
+                       capture_output=True, timeout=TIMEOUT,
+                       env=store_env(work.parent / "home", PORTAL_FAKE_OOM=spec))
+    assert r.returncode == 1, r.stderr.decode()
+    return r.stderr.decode().splitlines()[-1]
+
+
+EXACT_DECLINE = "portal: not rescued: with oom.exact=true, not a point where something will differ: "
+
+
 def named(stderr):
     return [line[len(PREFIX):] for line in stderr.decode().splitlines() if line.startswith(PREFIX)]
 
@@ -93,20 +112,12 @@ def test_item_and_attribute_stores_and_appends_before_the_error_are_named(work, 
 
 
 def test_an_error_before_the_stores_names_nothing_and_resumes_bit_for_bit(work, tmp_path_factory):
-    expected = python_output(("kmeans_counts.py",), str(tmp_path_factory.getbasetemp()))
-    first, second = suspend_and_resume(work, ["kmeans_counts.py"], "kmeans_counts.py:22@4")
-    assert named(first.stderr) == [], first.stderr.decode()
-    assert first.stdout + second.stdout == expected
+    resumes_as_python_naming_nothing(work, tmp_path_factory, "kmeans_counts.py", "kmeans_counts.py:22@4")
 
 
 def test_oom_exact_declines_a_point_whose_stores_were_made(work):
-    r = subprocess.run([PORTAL_RUN, "--policy", "oom.exact=true", "kmeans_counts.py"], cwd=work,
-                       capture_output=True, timeout=TIMEOUT,
-                       env=store_env(work.parent / "home", PORTAL_FAKE_OOM="kmeans_counts.py:33@3"))
-    assert r.returncode == 1, r.stderr.decode()
-    assert r.stderr.decode().splitlines()[-1] == (
-        "portal: not rescued: with oom.exact=true, not a point where something will differ: "
-        + "; ".join(kmeans_stores(work)))
+    assert declined_under_oom_exact(work, "kmeans_counts.py", "kmeans_counts.py:33@3") == \
+        EXACT_DECLINE + "; ".join(kmeans_stores(work))
 
 
 # `epoch += 1` in the handler of the body's own try (`except StopIteration:`).
@@ -208,17 +219,9 @@ def test_a_parameter_changed_in_place_by_a_hand_written_step_is_named(work, tmp_
 
 
 def test_an_error_before_the_hand_written_step_resumes_bit_for_bit(work, tmp_path_factory):
-    expected = python_output(("manual_step.py",), str(tmp_path_factory.getbasetemp()))
-    first, second = suspend_and_resume(work, ["manual_step.py"], "manual_step.py:13@4")
-    assert named(first.stderr) == [], first.stderr.decode()
-    assert first.stdout + second.stdout == expected
+    resumes_as_python_naming_nothing(work, tmp_path_factory, "manual_step.py", "manual_step.py:13@4")
 
 
 def test_oom_exact_declines_a_point_after_a_hand_written_step(work):
-    r = subprocess.run([PORTAL_RUN, "--policy", "oom.exact=true", "manual_step.py"], cwd=work,
-                       capture_output=True, timeout=TIMEOUT,
-                       env=store_env(work.parent / "home", PORTAL_FAKE_OOM="manual_step.py:19@4"))
-    assert r.returncode == 1, r.stderr.decode()
-    assert r.stderr.decode().splitlines()[-1] == (
-        "portal: not rescued: with oom.exact=true, not a point where something will differ: "
-        + in_place(work, "manual_step.py", 18, "param.data.add_()"))
+    assert declined_under_oom_exact(work, "manual_step.py", "manual_step.py:19@4") == \
+        EXACT_DECLINE + in_place(work, "manual_step.py", 18, "param.data.add_()")
