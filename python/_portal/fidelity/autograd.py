@@ -14,9 +14,6 @@ Two cases are told apart by walking the graph from the tensor's grad_fn:
 """
 
 _FREED = "after they have already been freed"
-# The tensors the capture being written saved as leaves (their graph consumed),
-# for the suspend message; emptied by the capture before each write.
-CUT = []
 _MAX_NODES = 100_000
 
 

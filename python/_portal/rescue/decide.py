@@ -46,6 +46,7 @@ class Point:
     marks: Any = None                   # the iteration's start it is rolled back to (fidelity/iteration.py)
     will_differ: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)   # the report's extra lines (suspend.py)
+    cut: List[Any] = field(default_factory=list)     # tensors the write saved as leaves (suspend.py)
 
 
 def decide(runtime, loop_frame, loop_line, exc, make_state):
@@ -267,7 +268,6 @@ def _trial(runtime, state, roots, marks):
     memory says nothing: the writer then tries, after freeing (suspend.py).
     Returns the reason, or the ids of the objects the checkpoint will hold (None
     when the trial could not tell)."""
-    from _portal.fidelity import autograd
     from _portal.state import plugins
     from _portal.checkpoint import reducers
     from _portal.checkpoint.context import PickleContext
@@ -286,7 +286,6 @@ def _trial(runtime, state, roots, marks):
     except (MemoryError, RecursionError, RuntimeError, OSError):
         return None
     finally:
-        del autograd.CUT[:]
         pickler = None
 
 

@@ -443,15 +443,17 @@ def _manifest_fields(runtime, job, exc, error, point):
 
 
 def _write(runtime, job, point, manifest_fields):
-    """The checkpoint (CheckpointInfo), or None after two failed tries (point.failures)."""
-    from _portal.fidelity import autograd
+    """The checkpoint (CheckpointInfo), or None after two failed tries
+    (point.failures); point.cut: the tensors it saved as leaves (the report's)."""
     from _portal.checkpoint import format as checkpoint
     from _portal.state import plugins
     from _portal.checkpoint.reducers import DeclineLoop, Unsaveable
     from _portal.checkpoint.context import PickleContext
-    exact, inherited = plugins.reducers(PickleContext(marks=point.marks))
 
     def write(attempt):
+        context = PickleContext(marks=point.marks)        # each try a pickling of its own
+        point.cut = context.cut
+        exact, inherited = plugins.reducers(context)
         with _TestFault(checkpoint, attempt):
             return checkpoint.write_checkpoint(job.dir, "checkpoint", point.state, point.roots,
                                                manifest_fields, registry=runtime.registry,
@@ -463,7 +465,6 @@ def _write(runtime, job, point, manifest_fields):
     point.failures = []
     for attempt in (1, 2):
         _free_what_can_be_freed()
-        del autograd.CUT[:]
         try:
             return write(attempt)
         except DeclineLoop as d:   # only when decide.py's trial ran short of memory
@@ -562,9 +563,8 @@ def _what_ran_short(error):
 
 
 def _report_and_exit(job, error, point, size):
-    from _portal.fidelity import autograd
-    cut = _names_of(autograd.CUT, point.roots)
-    del autograd.CUT[:]
+    cut = _names_of(point.cut, point.roots)
+    point.cut = []
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

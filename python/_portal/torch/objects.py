@@ -23,8 +23,8 @@ Autograd graphs (autograd.py tells them apart)
       the restored leaf, so gradients still reach the leaf;
     - a tensor whose graph was consumed (backward() freed its buffers: going back
       through it again is an error anyway) is saved as a leaf with its values
-      (``requires_grad=False``, as ``.detach()`` gives) and put in
-      ``autograd.CUT``, which the suspend message names.
+      (``requires_grad=False``, as ``.detach()`` gives) and added to the
+      pickling's ``PickleContext.cut``, which the suspend message names.
 
 Refusals (the capture's error path names the variable holding the tensor)
     - other layouts (CSR, CSC ...), other devices (mps, xla ...), other quantizer
@@ -75,10 +75,6 @@ PickleBuffer = pickle.PickleBuffer
 #: for a pageable copy, and keeps each copy short.
 CUDA_CHUNK_BYTES = 64 << 20
 
-#: The inference mode of the thread that started the capture (``reducers()``): the
-#: reducers run in the pickler's own thread, whose mode is its own.
-_CAPTURING_THREAD_INFERENCE = [False]
-
 #: Inference-mode guards entered by the restore (kept alive until the program
 #: leaves the ``with torch.inference_mode()`` block, or for good when none).
 _HELD_GUARDS = []
@@ -96,11 +92,26 @@ class _Storage:
         self.storage = storage
 
 
-# One wrapper per storage while a pickler holds it (its memo does, for the whole
-# dump): weak, so that nothing of the program's memory is kept after a capture that
-# the program survives.  A live wrapper holds its storage, so while a wrapper is in
-# here no other storage can have its key.
-_storages = weakref.WeakValueDictionary()
+class _Capture:
+    """What the reducers keep for one pickling (in its PickleContext's scratch).
+    storages: one wrapper per storage while the pickler holds it (its memo does,
+    for the whole dump): weak, so that nothing of the program's memory is kept
+    after a capture that the program survives; a live wrapper holds its storage,
+    so while a wrapper is in here no other storage can have its key.  inference:
+    the inference mode of the thread that started the capture (reducers()): the
+    reducers run in the pickler's own thread, whose mode is its own."""
+    __slots__ = ("storages", "inference")
+
+    def __init__(self, torch):
+        self.storages = weakref.WeakValueDictionary()
+        self.inference = torch.is_inference_mode_enabled()
+
+
+def _capture(context, torch):
+    capture = context.scratch.get(__name__)
+    if capture is None:
+        capture = context.scratch[__name__] = _Capture(torch)
+    return capture
 
 
 def _torch():
@@ -242,8 +253,9 @@ def _state(t):
     return (grad, dict(t.__dict__) or None, hooks or None)
 
 
-def reduce_tensor(t):
-    """Any tensor (Parameter and other subclasses too)."""
+def reduce_tensor(t, capture, cut):
+    """Any tensor (Parameter and other subclasses too); one saved as a leaf, its
+    graph consumed, is added to `cut` (the report names it)."""
     torch = _torch()
     requires_grad = t.requires_grad
     if t.grad_fn is not None:
@@ -255,7 +267,7 @@ def reduce_tensor(t):
         if autograd.graph_state(t) == "live":
             raise DeclineLoop(f"a tensor in a live autograd graph (grad_fn={type(t.grad_fn).__name__}): "
                               f"it could still be back-propagated, and saving it would cut its graph")
-        autograd.CUT.append(t)          # saved as a leaf; the suspend message names it
+        cut.append(t)                   # saved as a leaf; the suspend message names it
         t, requires_grad = t.detach(), False
     cls = type(t)
     if t.layout == torch.sparse_coo:
@@ -274,9 +286,9 @@ def reduce_tensor(t):
     quantizer = _quantizer(t) if t.is_quantized else None
     storage = torch_api.untyped_storage(t)
     key = storage._cdata
-    wrapper = _storages.get(key)
+    wrapper = capture.storages.get(key)
     if wrapper is None:
-        wrapper = _storages[key] = _Storage(storage)
+        wrapper = capture.storages[key] = _Storage(storage)
     return (_rb_tensor, (cls, wrapper, t.dtype, t.storage_offset(), tuple(t.shape),
                          t.stride(), requires_grad, quantizer, t.is_inference()),
             _state(t), None, None, _set_tensor_state)
@@ -352,9 +364,9 @@ def reduce_grad_scaler(scaler):
     return (_rb_object, (type(scaler),), d, None, None, _set_dict)
 
 
-def reduce_inference_mode(ctx):
+def reduce_inference_mode(ctx, capture):
     d = dict(ctx.__dict__)
-    entered = torch_api.inference_mode_is_entered(d, _CAPTURING_THREAD_INFERENCE[0])
+    entered = torch_api.inference_mode_is_entered(d, capture.inference)
     name = torch_api.inference_guard_name(d)
     for attribute in torch_api.INFERENCE_GUARD_ATTRIBUTES:
         d.pop(attribute, None)               # a guard is entered again, never pickled
@@ -363,17 +375,16 @@ def reduce_inference_mode(ctx):
 
 
 def reducers(context):
-    """Exact types.  Starts a capture: forgets the storages of the last one."""
-    _storages.clear()
+    """Exact types, for the pickling `context` is of (its _Capture)."""
     torch = _torch()
     if torch is None:
         return {}
-    _CAPTURING_THREAD_INFERENCE[0] = torch.is_inference_mode_enabled()
+    capture = _capture(context, torch)
     out = {_Storage: lambda wrapper: reduce_storage(wrapper, context.trial),
            torch._C.Generator: reduce_generator}
     mode = getattr(torch.autograd.grad_mode, "inference_mode", None)
     if mode is not None:
-        out[mode] = reduce_inference_mode
+        out[mode] = lambda ctx: reduce_inference_mode(ctx, capture)
     return out
 
 
@@ -381,7 +392,9 @@ def subclass_reducers(context):
     torch = _torch()
     if torch is None:
         return {}
-    out = {torch.Tensor: reduce_tensor, torch.optim.Optimizer: reduce_optimizer}
+    capture = _capture(context, torch)
+    out = {torch.Tensor: lambda t: reduce_tensor(t, capture, context.cut),
+           torch.optim.Optimizer: reduce_optimizer}
     for cls in torch_api.grad_scaler_classes():
         out[cls] = reduce_grad_scaler
     return out

@@ -19,7 +19,7 @@ from _portal.checkpoint import format as checkpoint  # noqa: E402
 from _portal.state import plugins
 from _portal.torch import objects as torch_state
 from _portal.run.codeindex import CodeRegistry, Recompiler  # noqa: E402
-from _portal.fidelity import autograd  # noqa: E402
+from _portal.checkpoint.context import PickleContext  # noqa: E402
 from _portal.checkpoint.reducers import DeclineLoop, Unsaveable  # noqa: E402
 
 
@@ -49,8 +49,8 @@ class Program:
         exec(code, mod.__dict__)
         return mod
 
-    def write(self, state, roots=None):
-        exact, inherited = plugins.reducers()
+    def write(self, state, roots=None, context=None):
+        exact, inherited = plugins.reducers(context)
         self.count += 1
         name = f"ck{self.count}"
         info = checkpoint.write_checkpoint(
@@ -66,9 +66,9 @@ class Program:
                                                  main_module=types.ModuleType("__main__"))
         return restored
 
-    def roundtrip(self, state):
+    def roundtrip(self, state, context=None):
         """(restored state, blob bytes) after a checkpoint write and read."""
-        info = self.write(state)
+        info = self.write(state, context=context)
         blobs = sum(size for _, _, size in info.manifest["buffers"])
         return self.read(info), blobs
 
@@ -300,12 +300,11 @@ def test_consumed_graph_is_saved_as_a_leaf(program):
     w = torch.ones(3, requires_grad=True)
     h = torch.tanh(w * 2)
     h.sum().backward()                               # frees h's graph
-    del autograd.CUT[:]
-    s, _ = program.roundtrip({"h": h})
+    context = PickleContext()
+    s, _ = program.roundtrip({"h": h}, context)
     assert s["h"].grad_fn is None and not s["h"].requires_grad
     assert torch.equal(s["h"], h.detach())
-    assert len(autograd.CUT) == 1 and autograd.CUT[0] is h    # for the suspend message
-    del autograd.CUT[:]
+    assert len(context.cut) == 1 and context.cut[0] is h      # for the suspend message
 
 
 def test_consumed_graph_deep_below_a_node_that_saved_nothing(program):
@@ -593,10 +592,13 @@ def test_cuda_tensors_round_trip(program):
 def test_a_capture_keeps_no_storage_alive(program):
     import gc
     t = torch.ones(1000)
-    program.write({"t": t})
+    context = PickleContext()
+    program.write({"t": t}, context=context)
     del t
     gc.collect()
-    assert len(torch_state._storages) == 0  # a program that goes on frees its tensors
+    # the pickling's table of storages holds none once its pickler is gone, even
+    # while its context lives on: a program that goes on frees its tensors
+    assert len(context.scratch[torch_state.__name__].storages) == 0
 
 
 def test_inference_mode_without_its_context_object_is_held(torch_flags):
