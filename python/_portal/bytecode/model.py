@@ -8,8 +8,7 @@ from __future__ import annotations
 
 from typing import NamedTuple, Optional, Tuple
 
-# The builtin the instrumenter's handlers call (instrument.py).
-RESCUE_NAME = "__portal_rescue__"
+from _portal import RESCUE_NAME  # noqa: F401 - the layer's vocabulary: the builtin the handlers call
 
 
 class NotResumable(Exception):

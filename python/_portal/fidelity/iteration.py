@@ -26,6 +26,8 @@ state at the iteration's start.
 import random
 import sys
 
+from _portal import ITERATION_NAME   # the builtin a marked iteration calls first
+
 from _portal.fidelity import irreversible   # what the marks note for it: what cannot be rolled back
 from _portal.fidelity import generator_states
 from _portal.state import tqdm_state     # the counts of live tqdm bars
@@ -33,7 +35,7 @@ from _portal import _frames        # the variables a mark reads (_scalars)
 from _portal.bytecode.slots import slot_names
 from _portal.fidelity import grads          # the gradients before the iteration's first backward
 
-NAME = "__portal_iteration__"
+NAME = ITERATION_NAME
 
 # (code object, loop line) -> the states at the start of its latest iteration.
 _MARKS = {}

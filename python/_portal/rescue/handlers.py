@@ -12,10 +12,10 @@ type matches (evaluated in the frame, as the interpreter would) or a bare
 import builtins
 import dis
 
+from _portal import RESCUE_NAME as _RESCUE   # the builtin the instrumenter's handlers call
 from _portal.bytecode import codemap, frame_locals
 from _portal.bytecode.tables import T as _BYTECODE
 
-_RESCUE = "__portal_rescue__"
 # Loads of a frame's variable by name (the version's: bytecode/tables.py).
 _VARIABLE_LOADS = _BYTECODE.VARIABLE_LOADS
 

@@ -41,11 +41,11 @@ import os
 import sys
 
 import _signal as _csignal   # the C module: `signal` would import enum at every start-up
+from _portal import RESCUE_NAME   # instrument.py's handler calls it
 from _portal import job_contract  # the environment variables' names (contract/job_record.json)
 
 SIGNAL_VARIABLE = job_contract.ENV_PREEMPT_SIGNAL   # set by portal-run (supervisor.cpp)
 WRITING_VARIABLE = job_contract.ENV_WRITING_SIGNAL   # the signal that says a checkpoint is being written
-RESCUE_NAME = "__portal_rescue__"            # instrument.py's handler calls it
 PREEMPTED = "preempted"                      # the reason a preemption is recorded with
 MEMORY_SIGNAL_VARIABLE = job_contract.ENV_MEMORY_SIGNAL   # set by portal-run (supervisor.cpp)
 MEMORY_CAP_VARIABLE = job_contract.ENV_MEMORY_CAP

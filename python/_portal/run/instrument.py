@@ -71,7 +71,7 @@ unwrapped, innermost first, so any program that compiles still compiles.
 """
 import ast
 
-from _portal import INSTRUMENT_VERSION
+from _portal import INSTRUMENT_VERSION, ITERATION_NAME, RESCUE_NAME   # the builtins the code it writes calls
 from _portal.fidelity import comprehensions
 from _portal.run import generator_close, reraise, rng_names
 from _portal.bytecode.tables import T as _BYTECODE
@@ -79,8 +79,6 @@ from _portal.bytecode.tables import T as _BYTECODE
 # Part of the instrumented-bytecode cache key: bump on any change of the output.
 VERSION = INSTRUMENT_VERSION
 
-RESCUE_NAME = "__portal_rescue__"
-ITERATION_NAME = "__portal_iteration__"   # iteration.py
 FAKE_OOM_NAME = "__portal_fake_oom__"
 CATCH_NAME = "Exception"
 

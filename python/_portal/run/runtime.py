@@ -11,6 +11,7 @@ import os
 from _portal.run import codeindex, importhook, usercode
 from _portal.rescue import entry as rescue_module
 from _portal.run.fake_oom import FakeOom
+from _portal import ITERATION_NAME, RESCUE_NAME   # the builtins the instrumented code calls
 from _portal import job_contract  # the environment variables' names (contract/job_record.json)
 
 # The file name python compiles a `-c` program under (its tracebacks say `File
@@ -77,8 +78,8 @@ class Runtime:
         # sys.settrace/sys.setprofile functions: under python they do not exist.
         from _portal import _toplevel
         from _portal.fidelity import iteration
-        builtins.__portal_rescue__ = _toplevel.Untraced(rescue_module.rescue)
-        builtins.__portal_iteration__ = _toplevel.Untraced(iteration.iteration_start)
+        setattr(builtins, RESCUE_NAME, _toplevel.Untraced(rescue_module.rescue))
+        setattr(builtins, ITERATION_NAME, _toplevel.Untraced(iteration.iteration_start))
         rescue_module.RUNTIME = self
         rescue_module.arm_reserve()
         from _portal.rescue import safepoint
