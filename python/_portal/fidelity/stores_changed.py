@@ -27,6 +27,7 @@ import ast
 import builtins
 import gc
 import sys
+import types
 
 # Imported at the rescue only (decide.py, suspend.py): the bytecode layer is the rescue's cost.
 from _portal.bytecode import carried, frame_locals, stores
@@ -92,7 +93,7 @@ def will_differ(loop_frame, site, exc, saved):
     out, said = [], set()
     for store in found:
         if store.verb == "in place":
-            if _tensor_changed(store, scope, from_before, loop_frame, fast, saved):
+            if _tensor_changed(store, scope, from_before, loop_frame, fast, saved, names):
                 _say(out, said, _text(store, code.co_filename))
             continue
         receiver = stores.read(store.receiver, scope)
@@ -130,7 +131,7 @@ def _tensor_of(node, scope, tensor):
     return value if issubclass(type(value), tensor) else None
 
 
-def _tensor_changed(store, scope, from_before, loop_frame, fast, saved):
+def _tensor_changed(store, scope, from_before, loop_frame, fast, saved, names):
     """Is the tensor an in-place store changed one the rerun sees changed?"""
     torch = sys.modules.get("torch")
     if torch is None:
@@ -139,25 +140,43 @@ def _tensor_changed(store, scope, from_before, loop_frame, fast, saved):
     if value is None:
         return False
     if store.method is None:   # `p -= x`: a variable from before is carried.py's (irreversible.py names it)
-        return not from_before(store.root) and _held(value, loop_frame, fast, saved)
-    return from_before(store.root) or _held(value, loop_frame, fast, saved)
+        return not from_before(store.root) and _held(value, loop_frame, fast, saved, names)
+    return from_before(store.root) or _held(value, loop_frame, fast, saved, names)
 
 
-def _held(value, loop_frame, fast, saved):
+def _held(value, loop_frame, fast, saved, names):
     """Does the saved state hold the tensor other than through the frame's own
     variables?  In a function only variables live at the body's start are saved
     (the trial's objects are the state's); at module level every global is, so the
     holder must be another object of the state (a module's parameter dict).  A
     walk of the collector's referrers, for the few tensors found, on the rescue's
-    path only."""
+    path only.  Never holders: the frame's names and this module's copy of them, a
+    frame, and the capture's own records of the globals (which may be alive or
+    not, as the collector left them; `saved` holds ids from the trial's pickling,
+    so an object made since may have the id of one the trial made and freed)."""
     if saved is None:
         return True
     if id(value) not in saved:
         return False
     if fast:
         return True
-    spaces = (id(loop_frame.f_globals), id(loop_frame.f_locals), id(loop_frame))
-    return any(id(ref) in saved and id(ref) not in spaces for ref in gc.get_referrers(value))
+    own = {id(loop_frame.f_globals), id(loop_frame.f_locals), id(names)}
+    globals_ = id(loop_frame.f_globals)
+
+    def holder(ref, plain_only=False):
+        """A dict of the state (a module's parameter registry, an optimizer's
+        param group, an instance's attributes) or an object of another class
+        than Portal's own; a list or tuple counts where such a holder, or a
+        global of the program, holds it (the capture's own lists and tuples,
+        its records of the globals, do not: a frame or another list holds those)."""
+        kind = type(ref)
+        if id(ref) in own or kind is types.FrameType or kind.__module__.startswith("_portal"):
+            return False
+        if kind in (list, tuple):
+            return not plain_only and any(id(r) == globals_ or holder(r, plain_only=True)
+                                          for r in gc.get_referrers(ref) if id(r) != id(names))
+        return kind.__module__ != "builtins" or isinstance(ref, dict)
+    return any(id(ref) in saved and holder(ref) for ref in gc.get_referrers(value))
 
 
 def _text(store, filename):
