@@ -175,7 +175,11 @@ def _held(value, loop_frame, fast, saved, names):
         if kind in (list, tuple):
             return not plain_only and any(id(r) == globals_ or holder(r, plain_only=True)
                                           for r in gc.get_referrers(ref) if id(r) != id(names))
-        return kind.__module__ != "builtins" or isinstance(ref, dict)
+        if isinstance(ref, dict):    # not a copy of the globals' bindings (the capture's)
+            return not any(v is value and bound.get(k, bound) is value for k, v in list(ref.items())
+                           if isinstance(k, str))
+        return kind.__module__ != "builtins"
+    bound = loop_frame.f_globals
     return any(id(ref) in saved and holder(ref) for ref in gc.get_referrers(value))
 
 
