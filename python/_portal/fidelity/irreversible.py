@@ -175,10 +175,7 @@ def _could_step(code, loop_line, obj):
     if frame is None or runtime is None:
         return True
     from _portal.fidelity import step_reach
-
-    def is_user_file(filename):
-        return filename == runtime.main_filename or runtime.user_code.is_user_file(filename)
-    return step_reach.could_step(frame, loop_line, obj, is_user_file)
+    return step_reach.could_step(frame, loop_line, obj, runtime.is_program_file)
 
 
 def _stepped_text(obj, roots, known=True):

@@ -160,8 +160,8 @@ def _held(value, loop_frame, fast, saved, names):
         return False
     if fast:
         return True
-    own = {id(loop_frame.f_globals), id(loop_frame.f_locals), id(names)}
-    globals_ = id(loop_frame.f_globals)
+    bound = loop_frame.f_globals
+    own = {id(bound), id(loop_frame.f_locals), id(names)}   # f_locals: a class body's namespace
 
     def holder(ref, plain_only=False):
         """A dict of the state (a module's parameter registry, an optimizer's
@@ -173,13 +173,12 @@ def _held(value, loop_frame, fast, saved, names):
         if id(ref) in own or kind is types.FrameType or kind.__module__.startswith("_portal"):
             return False
         if kind in (list, tuple):
-            return not plain_only and any(id(r) == globals_ or holder(r, plain_only=True)
+            return not plain_only and any(r is bound or holder(r, plain_only=True)
                                           for r in gc.get_referrers(ref) if id(r) != id(names))
         if isinstance(ref, dict):    # not a copy of the globals' bindings (the capture's)
             return not any(v is value and bound.get(k, bound) is value for k, v in list(ref.items())
                            if isinstance(k, str))
         return kind.__module__ != "builtins"
-    bound = loop_frame.f_globals
     return any(id(ref) in saved and holder(ref) for ref in gc.get_referrers(value))
 
 
@@ -314,7 +313,7 @@ def unmarked_loaders(runtime, loop_frame, loop_line, exc, saved):
     and the loaders' counts are rolled back to the iteration's start."""
     if iteration.marks_of(loop_frame.f_code, loop_line) is not None:
         return []
-    user = lambda f: f == runtime.main_filename or runtime.user_code.is_user_file(f)  # noqa: E731
+    user = runtime.is_program_file
     if comprehensions.passed_over(exc, loop_frame, user) is None:
         return []
     module = sys.modules.get(_DATALOADER)

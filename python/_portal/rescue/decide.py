@@ -47,6 +47,7 @@ class Point:
     will_differ: List[str] = field(default_factory=list)
     notes: List[str] = field(default_factory=list)   # the report's extra lines (suspend.py)
     cut: List[Any] = field(default_factory=list)     # tensors the write saved as leaves (suspend.py)
+    callee: List[str] = field(default_factory=list)  # what a callee did that stays done (_callee_changed)
 
 
 def decide(runtime, loop_frame, loop_line, exc, make_state):
@@ -107,14 +108,13 @@ def _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, make_stat
     if not _portal_own(exc):   # gradients a backward of the failed iteration added to (grads.py)
         from _portal.fidelity import grads
         differ = differ + grads.will_differ(loop_frame.f_code, loop_line, saved)
-    if runtime.policy.get("oom.exact") == "true":
-        differ = differ + _callee_changed(runtime, loop_frame, exc)
-        if differ:
-            return "with oom.exact=true, not a point where something will differ: " + "; ".join(differ)
+    callee = _callee_changed(runtime, loop_frame, exc)   # the report's line, or under oom.exact a difference
+    if runtime.policy.get("oom.exact") == "true" and differ + callee:
+        return "with oom.exact=true, not a point where something will differ: " + "; ".join(differ + callee)
     reason = plugins.at_suspension(saved)
     if reason:
         return reason
-    return Point(frames, site, state, roots, marks, differ)
+    return Point(frames, site, state, roots, marks, differ, callee=callee)
 
 
 def _left_to_handler(runtime, exc, where, matches):
@@ -186,8 +186,7 @@ def _callee_changed(runtime, loop_frame, exc):
     if _portal_own(exc):
         return []
     from _portal.fidelity import stores_changed
-    user = lambda f: f == runtime.main_filename or runtime.user_code.is_user_file(f)  # noqa: E731
-    note = stores_changed.callee_note(exc, loop_frame, user)
+    note = stores_changed.callee_note(exc, loop_frame, runtime.is_program_file)
     return [note] if note else []
 
 

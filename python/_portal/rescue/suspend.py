@@ -304,7 +304,7 @@ def _rescue(runtime, loop_frame, loop_line, exc):
         from _portal.fidelity import grads
         grads.restore(loop_frame.f_code, loop_line)
     error = _Error(exc)                                         # its text, before the frames go
-    point.notes = _notes(runtime, loop_frame, exc)              # what was passed over, and why
+    point.notes = _notes(runtime, loop_frame, exc, point)       # what was passed over, and why
     # docs/policies.md; a preemption (safepoint.py) always suspends
     action = oom_policy.SUSPEND if preempted else oom_policy.action(runtime.policy)
     job = None
@@ -359,20 +359,17 @@ def _point_state(runtime, loop_frame, loop_line, frames, site, roll_back=True):
     return state, _error_roots(state), marks
 
 
-def _notes(runtime, loop_frame, exc):
+def _notes(runtime, loop_frame, exc, point):
     """Lines the report adds: the loops inside this one's iteration that the error
     passed through and that declined (why: what to change for the next time), a
     comprehension the error passed through, which cannot be the point to continue
-    from (comprehensions.py), what a callee did that stays done."""
+    from (comprehensions.py), what a callee did that stays done (decide.py found it)."""
     from _portal.fidelity import comprehensions
-    from _portal.fidelity import stores_changed
-    is_user_file = lambda f: f == runtime.main_filename or runtime.user_code.is_user_file(f)  # noqa: E731
     inner = _inner_frames(exc, loop_frame)   # an entry of an earlier error of the same id is not this one's
     notes = [f"{loop} was passed over: {reason}"
              for frame, loop, reason in runtime.passed_over.get(id(exc), ()) if frame in inner]
-    notes += [comprehensions.passed_over(exc, loop_frame, is_user_file),
-              stores_changed.callee_note(exc, loop_frame, is_user_file)]   # what a callee did stays done
-    return [note for note in notes if note]
+    notes.append(comprehensions.passed_over(exc, loop_frame, runtime.is_program_file))
+    return [note for note in notes if note] + point.callee
 
 
 def _inner_frames(exc, loop_frame):
@@ -564,7 +561,6 @@ def _what_ran_short(error):
 
 def _report_and_exit(job, error, point, size):
     cut = _names_of(point.cut, point.roots)
-    point.cut = []
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()

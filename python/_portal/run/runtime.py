@@ -98,13 +98,18 @@ class Runtime:
         except KeyError:
             return None  # `-m` of a module that is not the user's code: never instrumented
 
+    def is_program_file(self, filename):
+        """Is `filename` the program's own code: its main file or a file of its
+        user code (what Portal instruments, and what a rescue calls the program's)?"""
+        return filename == self.main_filename or self.user_code.is_user_file(filename)
+
     def recompiler(self):
         """Compiles a saved source exactly as the import hook compiled it."""
         specs = self.fake_oom.specs if self.fake_oom is not None else None
 
         def compile_fn(source, filename):
             from _portal.run import instrument
-            wrap = filename == self.main_filename or self.user_code.is_user_file(filename)
+            wrap = self.is_program_file(filename)
             fake = importhook.fake_oom_lines(filename, specs)
             return instrument.compile_user_source(source, filename, fake, wrap=wrap)
 
