@@ -216,6 +216,9 @@ def test_a_parameter_changed_in_place_by_a_hand_written_step_is_named(work, tmp_
     assert named(first.stderr) == [in_place(work, "manual_step.py", 18, "param.data.add_()")], \
         first.stderr.decode()
     assert first.stdout + second.stdout != expected
+    # the rescue's walk over the collector's objects asks none its __class__ (torch
+    # 1.13's torch.distributed.reduce_op answers with a warning on the program's stderr)
+    assert b"reduce_op" not in first.stderr, first.stderr.decode()
 
 
 def test_an_error_before_the_hand_written_step_resumes_bit_for_bit(work, tmp_path_factory):
