@@ -8,7 +8,7 @@ output layer, linear layers, a buffer, gradients, an Adam optimizer with its
 moments, views sharing storage, a few plain Python objects) of about --size-mib
 MiB of live tensor bytes is written and read back by:
 
-  portal   python/_portal/checkpoint/format.py write_checkpoint / read_checkpoint
+  portal   python/_portal/checkpoint/write.py write_checkpoint, read.py read_checkpoint
   torch    torch.save to a file + flush + fsync / torch.load
   dd       dd if=/dev/zero bs=16M conv=fsync of the same number of bytes as the
            checkpoint, into the same directory (write only)
@@ -303,7 +303,7 @@ def child_write(kind, size_bytes, target):
     before = proc_status()
     pickle_bytes = 0
     if kind == "portal":
-        from _portal.checkpoint.format import write_checkpoint
+        from _portal.checkpoint.write import write_checkpoint
         from _portal.run.codeindex import CodeRegistry
         exact, inherited = plugin_reducers()
         parent, name = os.path.split(target)
@@ -360,7 +360,7 @@ def child_read(kind, target):
     r0 = resource.getrusage(resource.RUSAGE_SELF)
     t0 = time.perf_counter()
     if kind == "portal":
-        from _portal.checkpoint.format import read_checkpoint
+        from _portal.checkpoint.read import read_checkpoint
         _, state = read_checkpoint(target, None, main_module=types.ModuleType("m"),
                                    check_sources=False)
     else:

@@ -154,7 +154,7 @@ int JobRun::run_to_end(const std::vector<std::string>& argv, std::optional<std::
 
 void JobRun::remove_writer_leftovers() const {
     if (program_pid_ <= 0) return;
-    // checkpoint/format.py's names: .checkpoint.tmp-PID-XXXX (mkdtemp), .checkpoint.link-PID.
+    // checkpoint/write.py's names: .checkpoint.tmp-PID-XXXX (mkdtemp), .checkpoint.link-PID.
     const std::string tmp = ".checkpoint.tmp-" + std::to_string(program_pid_) + "-";
     const std::string link = ".checkpoint.link-" + std::to_string(program_pid_);
     std::error_code ec;

@@ -19,8 +19,12 @@ import os
 import stat
 import sys
 
-from _portal.checkpoint import format as ck
-from _portal.checkpoint.format import MANIFEST
+from _portal.checkpoint.format import (MANIFEST, CheckpointError, generation_name, plain_file_name,
+                                       plain_job_id, subdirectories)
+from _portal.checkpoint.hashing import digest_file, record_digest
+from _portal.checkpoint.manifest import check_job, check_manifest, parse_manifest, signature_status
+from _portal.checkpoint.read import (check_subdirectory, locate, open_trusted, read_manifest_bytes,
+                                     read_source, read_untrusted_manifest_bytes)
 from _portal.checkpoint.progress import size_text
 from _portal.store.trust import shown
 
@@ -36,7 +40,7 @@ def _human(n):
 def _resolve(path):
     """A job directory stands for its checkpoint."""
     if os.path.isdir(path) and not os.path.islink(path) and \
-            not os.path.exists(os.path.join(path, ck.MANIFEST)) and \
+            not os.path.exists(os.path.join(path, MANIFEST)) and \
             os.path.lexists(os.path.join(path, "checkpoint")):
         return os.path.join(path, "checkpoint")
     return path
@@ -46,7 +50,7 @@ def _attempt(problems, fn, *args):
     """fn(*args), or None with its CheckpointError's message added to problems."""
     try:
         return fn(*args)
-    except ck.CheckpointError as exc:
+    except CheckpointError as exc:
         problems.append(str(exc))
         return None
 
@@ -55,13 +59,13 @@ def _check_file(directory, rel, record):
     """The state of one file against its record: (status, size, problem or None).
     ``rel`` is a name check_manifest accepted (state.pickle, blobs/NNNN.bin): a
     name leading out of the checkpoint is reported, never opened."""
-    if not ck.plain_file_name(rel):
+    if not plain_file_name(rel):
         return "refused", None, [f"checkpoint: {MANIFEST}: names a file {shown(rel)!r}, which "
                                  f"is not one of a checkpoint's (not opened)"]
     path = os.path.join(directory, rel)
     problems = []
     fd = None
-    opened = _attempt(problems, ck.open_trusted, directory, rel, "missing")
+    opened = _attempt(problems, open_trusted, directory, rel, "missing")
     if opened is not None:
         fd = opened[0]
     else:
@@ -75,10 +79,10 @@ def _check_file(directory, rel, record):
             why = "truncated" if isinstance(want, int) and size < want else "larger than recorded"
             problems.append(f"checkpoint: {rel}: size {size} != {shown(want)} recorded ({why})")
             return ("truncated" if why == "truncated" else "wrong-size"), size, problems
-        digest = ck.digest_file(fd, size, record)
+        digest = digest_file(fd, size, record)
     finally:
         os.close(fd)
-    name, recorded = ck.record_digest(record)
+    name, recorded = record_digest(record)
     if digest != recorded:
         problems.append(f"checkpoint: {rel}: {name} does not match the manifest (corrupted)")
         return "corrupted", size, problems
@@ -106,7 +110,7 @@ def _sources(manifest):
         return {"files": 0, "changed": []}
     for filename, sha in recorded.items():
         try:
-            if hashlib.sha256(ck._read_source(filename)).hexdigest() != sha:
+            if hashlib.sha256(read_source(filename)).hexdigest() != sha:
                 changed.append(filename)
         except (OSError, ValueError):
             changed.append(filename)
@@ -119,38 +123,38 @@ def inspect(path, key=None, job_id=None):
     why not.  Nothing is unpickled, and nothing the manifest names is followed
     before it is checked: the manifest is read size-capped from a checked
     descriptor, its signature verified over the raw bytes, then parsed with
-    bounds and validated as `portal resume` validates it (checkpoint/format.py)."""
+    bounds and validated as `portal resume` validates it (checkpoint/read.py)."""
     path = _resolve(path)
     problems = []
     report = {"path": os.path.abspath(path), "sound": False, "problems": problems}
-    directory = _attempt(problems, ck.locate, path)
+    directory = _attempt(problems, locate, path)
     if directory is None:
         # an untrusted generation is still shown; a link only to a generation beside it
         directory = os.path.abspath(path)
         if os.path.islink(directory):
             target = os.readlink(directory)
-            if not ck.generation_name(os.path.basename(directory), target):
+            if not generation_name(os.path.basename(directory), target):
                 return report
             directory = os.path.join(os.path.dirname(directory), target)
         if os.path.islink(directory) or not os.path.isdir(directory):
             return report
     report["directory"] = directory
 
-    raw = _attempt(problems, ck.read_manifest_bytes, directory)
+    raw = _attempt(problems, read_manifest_bytes, directory)
     if raw is None:
-        raw = ck.read_untrusted_manifest_bytes(directory)   # shown, never believed
+        raw = read_untrusted_manifest_bytes(directory)   # shown, never believed
         if raw is None:
             return report
-    status, message = ck.signature_status(raw, key)
+    status, message = signature_status(raw, key)
     report["signature"] = status
     if message:
         problems.append(message)
-    manifest = _attempt(problems, ck.parse_manifest, raw)
+    manifest = _attempt(problems, parse_manifest, raw)
     if manifest is None:
         return report
-    _attempt(problems, ck.check_manifest, manifest)
+    _attempt(problems, check_manifest, manifest)
     if job_id is not None:
-        _attempt(problems, ck.check_job, manifest, job_id)
+        _attempt(problems, check_job, manifest, job_id)
 
     for field in ("format", "format_version", "portal_version", "python", "created", "job",
                   "job_id", "script", "argv", "loop", "total_bytes"):
@@ -168,14 +172,14 @@ def inspect(path, key=None, job_id=None):
     files = []
     records = manifest.get("files")
     if isinstance(records, dict):
-        for sub in ck.subdirectories(r for r in records if ck.plain_file_name(r)):
-            _attempt(problems, ck.check_subdirectory, directory, sub)
+        for sub in subdirectories(r for r in records if plain_file_name(r)):
+            _attempt(problems, check_subdirectory, directory, sub)
         for rel, record in sorted(records.items()):
             if not isinstance(record, dict):
                 continue           # check_manifest has said so
             st, size, file_problems = _check_file(directory, rel, record)
             problems.extend(p for p in file_problems if p not in problems)
-            hash_name, recorded = ck.record_digest(record)   # "sha256" or "blake3"
+            hash_name, recorded = record_digest(record)   # "sha256" or "blake3"
             files.append({"name": rel, "size": size, "recorded_size": record.get("size"),
                           hash_name: recorded, "status": st})
     report["files"] = files
@@ -305,7 +309,7 @@ def _job_of(path):
     if not os.path.lexists(os.path.join(path, "job.json")):
         return None                 # not a job's directory
     name = os.path.basename(path)
-    return name if ck.plain_job_id(name) else None
+    return name if plain_job_id(name) else None
 
 
 if __name__ == "__main__":

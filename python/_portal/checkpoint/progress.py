@@ -11,7 +11,7 @@ and, at the end, on a terminal as on a pipe or file, a single line::
 
 Smaller transfers print nothing.  ``advance`` may be called from any thread (the
 writer's and reader's worker threads); the figures are also returned by
-``finish`` for the job's record.  Used by checkpoint/format.py.
+``finish`` for the job's record.  Used by checkpoint/write.py and read.py.
 """
 import sys
 import threading

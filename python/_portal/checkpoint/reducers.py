@@ -33,7 +33,7 @@ numpy
     ``_reduce_ndarray``), ``np.memmap`` is re-mapped from its file, object arrays
     go in band.  Torch's objects are saved by the ``torch_state`` plug-in.
 
-Layout of a stream (``dump_state``; ``Loader.load_state`` reads it)::
+Layout of a stream (``dump_state``; ``loader.Loader.load_state`` reads it)::
 
     stream   = prelude body                 two pickles, one memo
     prelude  = (ModuleDict(name)..., LibraryDict('builtins'))
@@ -48,9 +48,8 @@ dict.  The body then fills the dicts one global at a time in definition order
 caller's state.
 
 An object that cannot be pickled makes ``dump_state`` raise ``Unsaveable`` naming
-where it is, e.g. ``global 'state'['conn'] (socket.socket): cannot pickle 'socket'
-object``: the error path walks the caller's named roots breadth first, the way
-the pickler would, to find the shallowest object that does not reduce.
+where it is (unsaveable.py finds it).  The functions the stream names to rebuild
+objects are in rebuild.py, the loader in loader.py.
 
 Limits (documented in docs/checkpoint-format.md too): generators, coroutines,
 frames, open files, sockets, locks, threads and weak containers are not saved
@@ -63,8 +62,6 @@ are in the saved class dict and globals).
 """
 import abc
 import builtins
-import collections
-import copyreg
 import enum
 import functools
 import io
@@ -78,7 +75,17 @@ import typing
 import weakref
 
 from _portal.run.codeindex import REGISTRY
-from _portal.checkpoint import stream_words   # the names a stream may reference
+from _portal.checkpoint import unsaveable
+from _portal.checkpoint.loader import Loader
+from _portal.checkpoint.rebuild import (  # the words the stream names (stream_words.py)
+    LIBRARY_REF, _ctx_code, _ctx_module, _ctx_module_dict, _fill_module, _rb_cached_property,
+    _rb_cell, _rb_class, _rb_dead_weakref, _rb_descriptor, _rb_detached_module, _rb_dict_iter,
+    _rb_dict_view, _rb_enum_member, _rb_function, _rb_global_attr, _rb_import,
+    _rb_library_dict, _rb_lru_cache, _rb_mappingproxy, _rb_memmap, _rb_memmap_view, _rb_method,
+    _rb_ndarray, _rb_ndview, _rb_np_global_random, _rb_property, _rb_random_global,
+    _rb_system_random, _rb_typevar, _rb_weakref, _set_cell, _set_class_state, _set_dict,
+    _set_function_state, _set_global, _set_module_class, module_dict)
+from _portal.checkpoint.refusals import DeclineLoop, Unsaveable
 
 try:
     from _portal import _librefs      # the native module: library globals by reference
@@ -87,7 +94,6 @@ except ImportError:             # not built (a source checkout): saved by value
 
 __all__ = ["Pickler", "Loader", "Unsaveable", "dumps", "loads", "user_modules"]
 
-_MOD = __name__
 FunctionType = types.FunctionType
 CodeType = types.CodeType
 CellType = types.CellType
@@ -97,8 +103,6 @@ MappingProxyType = types.MappingProxyType
 GetSetDescriptorType = types.GetSetDescriptorType
 MemberDescriptorType = types.MemberDescriptorType
 PickleBuffer = pickle.PickleBuffer
-#: A module's dict without its (maybe overridden, maybe lazy-loading) __getattribute__.
-_module_dict = ModuleType.__dict__["__dict__"].__get__
 
 #: C stack for the pickling thread and the recursion limit it allows: deep graphs
 #: (linked lists, nested containers) need far more than the default 1000 levels.
@@ -109,309 +113,6 @@ PICKLE_STACK_BYTES = 64 << 20
 PICKLE_RECURSION_LIMIT = 120000
 
 
-class Unsaveable(Exception):
-    """An object of the program state cannot be saved.
-
-    ``str()`` is ``PATH (TYPE): REASON``, e.g.
-    ``global 'sock' (socket.socket): cannot pickle 'socket' object``.
-    """
-
-    def __init__(self, path, type_name, reason):
-        self.path = path
-        self.type_name = type_name
-        self.reason = reason
-        super().__init__(path, type_name, reason)
-
-    def __str__(self):
-        return f"{self.path} ({self.type_name}): {self.reason}"
-
-
-class DeclineLoop(Exception):
-    """Raised by a reducer when the state at this loop cannot be saved faithfully
-    but the state of an outer loop may be (a tensor whose autograd graph could
-    still be back-propagated: autograd.py).  The pickler re-raises it with the
-    object's path in front: ``PATH (TYPE): REASON``."""
-
-
-class _Refuse(Exception):
-    """Raised by a reducer for an object it knows cannot be saved faithfully."""
-
-
-def _type_name(obj):
-    t = type(obj)
-    mod = getattr(t, "__module__", None)
-    qual = getattr(t, "__qualname__", t.__name__)
-    return qual if mod in (None, "builtins") else f"{mod}.{qual}"
-
-
-# ---------------------------------------------------------------------------
-# Load side: functions named in the stream.
-#
-# Functions whose name starts with _ctx_ need the loader's context (the
-# recompiler, the table of restored modules): Loader.find_class hands out its own
-# bound methods for them.
-
-
-def _ctx_unbound():
-    raise pickle.UnpicklingError("this stream needs _portal.checkpoint.reducers.Loader to load")
-
-
-def _ctx_code(filename, path, sha256):
-    _ctx_unbound()
-
-
-def _ctx_module(name):
-    _ctx_unbound()
-
-
-def _ctx_module_dict(name):
-    _ctx_unbound()
-
-
-_CTX_NAMES = frozenset({"_ctx_code", "_ctx_module", "_ctx_module_dict"})
-
-
-def _rb_function(code, globals_, name, closure):
-    return FunctionType(code, globals_, name, None, closure)
-
-
-def _set_function_state(func, state):
-    qualname, defaults, kwdefaults, fdict, annotations, module, doc = state
-    func.__qualname__ = qualname
-    func.__defaults__ = defaults
-    func.__kwdefaults__ = kwdefaults
-    if fdict:
-        func.__dict__.update(fdict)
-    func.__annotations__ = annotations if annotations is not None else {}
-    func.__module__ = module
-    func.__doc__ = doc
-
-
-def _rb_cell():
-    return CellType()
-
-
-def _set_cell(cell, state):
-    cell.cell_contents = state[0]
-
-
-def _rb_method(func, obj):
-    return MethodType(func, obj)
-
-
-def _rb_property(cls, fget, fset, fdel, doc):
-    prop = cls.__new__(cls)
-    property.__init__(prop, fget, fset, fdel, doc)
-    return prop
-
-
-def _rb_cached_property(cls, func, attrname, doc):
-    prop = cls.__new__(cls)
-    functools.cached_property.__init__(prop, func)
-    prop.attrname = attrname
-    prop.__doc__ = doc
-    return prop
-
-
-def _rb_lru_cache(func, maxsize, typed):
-    return functools.lru_cache(maxsize=maxsize, typed=typed)(func)
-
-
-def _set_dict(obj, state):
-    obj.__dict__.update(state)
-
-
-def _rb_descriptor(owner, name):
-    return owner.__dict__[name]
-
-
-def _rb_mappingproxy(mapping):
-    return MappingProxyType(mapping)
-
-
-def _rb_dict_view(d, kind):
-    return d.keys() if kind == 0 else d.values() if kind == 1 else d.items()
-
-
-def _rb_dict_iter(d, kind, consumed):
-    it = iter(_rb_dict_view(d, kind))
-    for _ in range(consumed):
-        if next(it, _rb_dict_iter) is _rb_dict_iter:
-            break
-    return it
-
-
-def _rb_weakref(referent, callback):
-    return weakref.ref(referent, callback) if callback is not None else weakref.ref(referent)
-
-
-def _rb_dead_weakref():
-    class _Gone:
-        pass
-    return weakref.ref(_Gone())
-
-
-def _rb_typevar(kind, name, constraints, bound, covariant, contravariant, module):
-    if kind == "ParamSpec":
-        tv = typing.ParamSpec(name, bound=bound, covariant=covariant,
-                              contravariant=contravariant)
-    else:
-        tv = typing.TypeVar(name, *constraints, bound=bound, covariant=covariant,
-                            contravariant=contravariant)
-    tv.__module__ = module
-    return tv
-
-
-def _rb_random_global(state):
-    import random
-    random._inst.setstate(state)
-    return random._inst
-
-
-def _rb_system_random(cls):
-    return cls()
-
-
-def _rb_import(name):
-    import importlib
-    return importlib.import_module(name)
-
-
-def _rb_global_attr(modname, qualname):
-    obj = _rb_import(modname)
-    for part in qualname.split("."):
-        obj = getattr(obj, part)
-    return obj
-
-
-def _rb_library_dict(name):
-    return _rb_import(name).__dict__
-
-
-def _rb_detached_module(name):
-    return ModuleType(name)
-
-
-def _fill_module(module, items):
-    module.__dict__.update(items)
-
-
-def _set_global(module_dict, key, value):
-    module_dict[key] = value
-
-
-def _set_module_class(module, cls):
-    module.__class__ = cls
-
-
-# --- classes ---------------------------------------------------------------
-
-class _SuppressInitSubclass:
-    """Within the block, ``__init_subclass__`` of the bases' classes does nothing.
-
-    A restored class is created with ``type.__new__``; its bases'
-    ``__init_subclass__`` already ran in the saving process (a registry it filled
-    is restored with the rest of the state), so it must not run again."""
-
-    def __init__(self, bases):
-        self.patched = []
-        self.bases = bases
-
-    def __enter__(self):
-        noop = classmethod(lambda cls, **kw: None)
-        seen = set()
-        for base in self.bases:
-            for klass in base.__mro__:
-                if klass is object or id(klass) in seen:
-                    continue
-                seen.add(id(klass))
-                orig = klass.__dict__.get("__init_subclass__")
-                if orig is None:
-                    continue
-                try:
-                    type.__setattr__(klass, "__init_subclass__", noop)
-                except (TypeError, AttributeError):
-                    continue
-                self.patched.append((klass, orig))
-        return self
-
-    def __exit__(self, *exc):
-        for klass, orig in reversed(self.patched):
-            type.__setattr__(klass, "__init_subclass__", orig)
-
-
-def _rb_class(metaclass, name, bases, namespace, methods, is_abc):
-    with _SuppressInitSubclass(bases):
-        cls = type.__new__(metaclass, name, bases, dict(namespace))
-    for key, value in methods.items():
-        type.__setattr__(cls, key, value)
-    if is_abc:
-        abc._abc_init(cls)
-    return cls
-
-
-def _set_class_state(cls, state):
-    data, abc_registry = state
-    for key, value in data.items():
-        type.__setattr__(cls, key, value)
-    for sub in abc_registry or ():
-        cls.register(sub)
-
-
-def _rb_enum_member(cls, member_type, newargs):
-    if member_type is object:
-        return object.__new__(cls)
-    return member_type.__new__(cls, *newargs)
-
-
-# --- numpy -----------------------------------------------------------------
-
-def _rb_ndarray(buf, dtype, shape, fortran):
-    # Built straight on the buffer (not a reshape of a flat array): its .base is
-    # then no ndarray, so numpy takes it as the owner of its memory, as the saved
-    # array was; a view made of it, by the program (weights[1:3]) or by the
-    # restore (_rb_ndview), has it as .base, as before the suspension.
-    import numpy as np
-    return np.ndarray(shape, dtype, buffer=buf, order="F" if fortran else "C")
-
-
-def _view_base(root):
-    return root if root.flags.c_contiguous else root.T
-
-
-def _rb_ndview(root, dtype, shape, strides, offset, writeable):
-    import numpy as np
-    v = np.ndarray(shape, dtype, buffer=_view_base(root), offset=offset, strides=strides)
-    if not writeable and v.flags.writeable:
-        v.flags.writeable = False
-    return v
-
-
-def _rb_memmap(filename, dtype, mode, offset, shape, order):
-    import numpy as np
-    return np.memmap(filename, dtype=dtype, mode=mode, offset=offset, shape=shape,
-                     order=order)
-
-
-def _rb_memmap_view(root, dtype, shape, strides, offset, as_memmap):
-    import numpy as np
-    cls = np.memmap if as_memmap else np.ndarray
-    v = np.ndarray.__new__(cls, shape, dtype, buffer=_view_base(root), offset=offset,
-                           strides=strides)
-    if as_memmap:
-        v._mmap, v.filename, v.offset, v.mode = root._mmap, root.filename, root.offset, root.mode
-    return v
-
-
-def _rb_np_global_random(state):
-    import numpy as np
-    rand = np.random.mtrand._rand
-    rand.__setstate__(state)
-    return rand
-
-
-# ---------------------------------------------------------------------------
-# Dump side.
 
 class _ModuleDict:
     """Prelude placeholder: loads as the dict of the restored user module ``name``."""
@@ -433,7 +134,6 @@ class _LibraryDict:
 #: see _library_ref); the immutable ones carry their value too.
 _REF_IMMUTABLE = frozenset({str, bytes, tuple, frozenset})
 _REF_MUTABLE = frozenset({dict, list, set})
-LIBRARY_REF = "lib"         # the one kind of persistent id in a stream
 
 
 def _library_ref(modname, key, value, t):
@@ -512,7 +212,7 @@ def user_modules(registry=None, names=(), main=True):
         if not issubclass(type(mod), ModuleType) or id(mod) in seen:
             continue
         if name in names or (main and name == "__main__") or \
-                _module_dict(mod).get("__file__") in files:
+                module_dict(mod).get("__file__") in files:
             found[name] = mod
             seen.add(id(mod))
     return found
@@ -593,7 +293,7 @@ class Pickler(pickle.Pickler):
         dynamos = dynamo_globals.installed()   # torch.compile's cache: made again on resume
         for name in self._fill_order():
             mod = self.modules[name]
-            d = _module_dict(mod)
+            d = module_dict(mod)
             fills.extend(_SetGlobal(d, k, v) for k, v in list(d.items())
                          if (id(d), k) not in dynamos)
             if type(mod) is not ModuleType:      # sys.modules[__name__].__class__ = ...
@@ -725,7 +425,7 @@ class Pickler(pickle.Pickler):
                     modname in self.user_names or modname in ("__main__", "__mp_main__"):
                 continue
             try:
-                d = _module_dict(mod)
+                d = module_dict(mod)
                 items = list(d.items())
             except Exception:
                 continue
@@ -763,7 +463,7 @@ class Pickler(pickle.Pickler):
             ph = self._libdicts[name] = _LibraryDict(name)
         return ph
 
-    def _resolves(self, obj):
+    def resolves(self, obj):
         """Whether pickle's save_global would find ``obj`` by module and qualname
         (looking only at modules already imported), and it is not user code."""
         key = id(obj)
@@ -816,7 +516,7 @@ class Pickler(pickle.Pickler):
         code = func.__code__
         user_code = self.registry.full_ref(code) is not None
         if not user_code and func.__module__ not in self.user_names and \
-                self._resolves(func):
+                self.resolves(func):
             return NotImplemented
         g = func.__globals__
         if id(g) not in self._module_dicts:
@@ -861,7 +561,7 @@ class Pickler(pickle.Pickler):
 
     def _reduce_lru_cache(self, wrapper):
         if getattr(wrapper, "__module__", None) not in self.user_names and \
-                self._resolves(wrapper):
+                self.resolves(wrapper):
             return NotImplemented
         params = wrapper.cache_parameters()
         return (_rb_lru_cache, (wrapper.__wrapped__, params["maxsize"], params["typed"]),
@@ -884,14 +584,14 @@ class Pickler(pickle.Pickler):
         if sys.modules.get(modname) is mod:
             return (_rb_import, (modname,))
         # A module object that is not imported anywhere: saved by value, detached.
-        return (_rb_detached_module, (modname,), dict(_module_dict(mod)), None, None,
+        return (_rb_detached_module, (modname,), dict(module_dict(mod)), None, None,
                 _fill_module)
 
     # --- classes ---
 
     def _reduce_class(self, cls):
         if not self._is_user_class(cls):
-            if self._resolves(cls):
+            if self.resolves(cls):
                 return NotImplemented
             if self._class_aliases is None:
                 self._build_indexes()
@@ -1038,15 +738,8 @@ class Pickler(pickle.Pickler):
 
     def find_unsaveable(self, roots, exc=None):
         """The shallowest object under ``roots`` that does not reduce, as an
-        ``Unsaveable`` (breadth first, the way the pickler descends)."""
-        if isinstance(exc, RecursionError):
-            return Unsaveable("<state>", "RecursionError",
-                              "the object graph is nested too deeply to save")
-        found = _Walker(self).run(roots)
-        if found is not None:
-            return found
-        return Unsaveable(next(iter(roots), "<state>"), type(exc).__name__ if exc else "?",
-                          str(exc) if exc else "cannot be saved")
+        ``Unsaveable`` (unsaveable.find)."""
+        return unsaveable.find(self, roots, exc)
 
 
 def _not_implemented(obj):
@@ -1135,232 +828,6 @@ def _run_deep(fn, arg):
     if error:
         raise error[0]
     return result[0]
-
-
-_ATOMS = frozenset({int, float, complex, str, bytes, bool, type(None), bytearray,
-                    type(Ellipsis), type(NotImplemented), PickleBuffer})
-
-
-class _Walker:
-    """Breadth-first search for an object that does not reduce."""
-
-    LIMIT = 5_000_000
-
-    def __init__(self, pickler):
-        self.p = pickler
-        self.nodes = []       # (parent index, label, object)
-        self.seen = set()
-
-    def run(self, roots):
-        queue = collections.deque()
-        for name, obj in roots.items():
-            self._add(queue, obj, -1, str(name))
-        while queue:
-            if len(self.nodes) > self.LIMIT:
-                return None
-            index = queue.popleft()
-            obj = self.nodes[index][2]
-            try:
-                children = self._children(obj)
-            except _Culprit as c:
-                return Unsaveable(self._path(index), _type_name(obj), c.reason)
-            for label, child in children:
-                self._add(queue, child, index, label)
-        return None
-
-    def _add(self, queue, obj, parent, label):
-        if type(obj) in _ATOMS or id(obj) in self.seen:
-            return
-        self.seen.add(id(obj))
-        self.nodes.append((parent, label, obj))
-        queue.append(len(self.nodes) - 1)
-
-    def _path(self, index):
-        parts = []
-        while index >= 0:
-            parent, label, _ = self.nodes[index]
-            parts.append(label)
-            index = parent
-        return "".join(reversed(parts))
-
-    def _children(self, obj):
-        t = type(obj)
-        if t is dict:
-            out = []
-            for k, v in obj.items():
-                out.append((f"[{k!r}]", v))
-                out.append((f".<key {k!r}>", k))
-            return out
-        if t is list or t is tuple:
-            return [(f"[{i}]", v) for i, v in enumerate(obj)]
-        if t is set or t is frozenset:
-            return [(".<item>", v) for v in obj]
-        p = self.p
-        try:
-            r = p.reducer_override(obj)
-            if r is NotImplemented:
-                if isinstance(obj, type) or t in (FunctionType, types.BuiltinFunctionType):
-                    if isinstance(obj, (type, FunctionType)) and not p._resolves(obj):
-                        raise _Culprit(f"cannot be found by name as "
-                                       f"{getattr(obj, '__module__', '?')}."
-                                       f"{getattr(obj, '__qualname__', '?')}")
-                    return []
-                reduce = copyreg.dispatch_table.get(t)
-                r = reduce(obj) if reduce is not None else obj.__reduce_ex__(5)
-        except _Culprit:
-            raise
-        except _Refuse as e:
-            raise _Culprit(str(e)) from None
-        except Exception as e:
-            raise _Culprit(str(e) or type(e).__name__) from None
-        if isinstance(r, str):
-            return []
-        if not isinstance(r, tuple) or not 2 <= len(r) <= 6:
-            raise _Culprit(f"__reduce__ returned {type(r).__name__}, not a tuple")
-        func, args = r[0], r[1]
-        state = r[2] if len(r) > 2 else None
-        listitems = r[3] if len(r) > 3 else None
-        dictitems = r[4] if len(r) > 4 else None
-        out = []
-        if func is _rb_function:
-            code, g, _, closure = args
-            for name, cell in zip(code.co_freevars, closure or ()):
-                out.append((f".<closure {name!r}>", cell))
-            out.append((".__globals__", g))
-            qualname, defaults, kwdefaults, fdict, annotations, _, _ = state
-            out += [(".__defaults__", defaults), (".__kwdefaults__", kwdefaults),
-                    (".__dict__", fdict)]
-            return out
-        if func is _rb_cell:
-            return [("", state[0])] if state else []
-        if func is _rb_method:
-            return [(".__func__", args[0]), (".__self__", args[1])]
-        if func is _rb_class:
-            out = [(f".{k}", v) for k, v in args[4].items()]
-            out += [(f".{k}", v) for k, v in state[0].items()]
-            return out + [(".__bases__", args[2])]
-        if func is _set_global:
-            return [(f"[{args[1]!r}]", args[2])]
-        if func in (copyreg.__newobj__, copyreg.__newobj_ex__, copyreg._reconstructor):
-            out.append((".__class__", args[0]))
-            out += [(f".__reduce__()[1][{i}]", a) for i, a in enumerate(args) if i]
-        else:
-            out.append((".__reduce__()[0]", func))
-            out += [(f".__reduce__()[1][{i}]", a) for i, a in enumerate(args or ())]
-        if isinstance(state, dict):
-            out += [(f".{k}", v) for k, v in state.items()]
-        elif isinstance(state, tuple) and len(state) == 2 and \
-                all(s is None or isinstance(s, dict) for s in state):
-            for part in state:
-                out += [(f".{k}", v) for k, v in (part or {}).items()]
-        elif state is not None:
-            out.append((".__getstate__()", state))
-        if listitems is not None:
-            out += [(f"[{i}]", v) for i, v in enumerate(listitems)]
-        if dictitems is not None:
-            out += [(f"[{k!r}]", v) for k, v in dictitems]
-        return out
-
-
-class _Culprit(Exception):
-    def __init__(self, reason):
-        super().__init__(reason)
-        self.reason = reason
-
-
-# ---------------------------------------------------------------------------
-# Loader
-
-class Loader(pickle.Unpickler):
-    """Reads a stream written by ``Pickler.dump_state``.
-
-    buffers      the out-of-band buffers, in order (memoryviews, mmap slices ...)
-    recompiler   a ``codeindex.Recompiler`` (needed when the stream holds user code)
-    main_module  the module whose dict receives ``__main__``'s globals (default:
-                 ``sys.modules['__main__']``); other user modules are created anew
-                 and registered in ``sys.modules``, replacing any.
-    After ``load_state()``, ``modules`` maps each restored user module's name to it.
-    """
-
-    def __init__(self, file, *, buffers=None, recompiler=None, main_module=None):
-        super().__init__(file, buffers=buffers)
-        self.recompiler = recompiler
-        self.main_module = main_module
-        self.modules = {}
-        self._library_refs = {}     # id(pid) -> (pid, object): a pid memoized in the stream
-
-    def load_state(self):
-        self.load()                     # prelude: creates the modules
-        fills, state = self.load()      # body: the globals are set as it loads
-        return state
-
-    def persistent_load(self, pid):
-        """A library global by reference (Pickler._library_ref)."""
-        cached = self._library_refs.get(id(pid))
-        if cached is not None and cached[0] is pid:
-            return cached[1]
-        if type(pid) is not tuple or len(pid) not in (3, 4) or pid[0] != LIBRARY_REF:
-            raise pickle.UnpicklingError(f"unknown persistent id {pid!r:.80}")
-        _, modname, key, *saved = pid
-        try:
-            obj = _module_dict(_rb_import(modname))[key]
-        except (ImportError, KeyError):
-            if not saved:
-                raise pickle.UnpicklingError(
-                    f"library global {modname}.{key} is gone (it was saved by reference)") from None
-            obj = saved[0]
-        if saved:
-            value = saved[0]
-            try:
-                same = type(obj) is type(value) and bool(obj == value)
-            except Exception:               # an element's __eq__: the saved value
-                same = False
-            if not same:
-                obj = value
-        self._library_refs[id(pid)] = (pid, obj)
-        return obj
-
-    def find_class(self, module, name):
-        if stream_words.is_portal(module):      # Portal's own: a declared word, or refused
-            word = stream_words.resolve(module, name)
-            if word is None:
-                raise pickle.UnpicklingError(
-                    f"the stream names {module}.{name}, which is not a word of this portal's "
-                    f"checkpoint vocabulary (written by another version of portal?)")
-            module, name = word
-        if module == _MOD and name in _CTX_NAMES:
-            return getattr(self, name)
-        if module in self.modules:
-            try:
-                return getattr(self.modules[module], name)
-            except AttributeError:
-                raise pickle.UnpicklingError(
-                    f"{module}.{name} is referenced by name before it is restored") from None
-        return super().find_class(module, name)
-
-    def _module(self, name):
-        mod = self.modules.get(name)
-        if mod is None:
-            if name == "__main__":
-                mod = self.main_module if self.main_module is not None else sys.modules["__main__"]
-            else:
-                mod = ModuleType(name)
-                sys.modules[name] = mod
-            mod.__dict__.clear()
-            self.modules[name] = mod
-        return mod
-
-    def _ctx_module_dict(self, name):
-        return self._module(name).__dict__
-
-    def _ctx_module(self, name):
-        return self._module(name)
-
-    def _ctx_code(self, filename, path, sha256):
-        if self.recompiler is None:
-            raise pickle.UnpicklingError(f"code of {filename!r} needs a recompiler")
-        return self.recompiler.code_for(filename, path, sha256)
-
 
 # ---------------------------------------------------------------------------
 # Conveniences

@@ -442,7 +442,7 @@ def _manifest_fields(runtime, job, exc, error, point):
 def _write(runtime, job, point, manifest_fields):
     """The checkpoint (CheckpointInfo), or None after two failed tries
     (point.failures); point.cut: the tensors it saved as leaves (the report's)."""
-    from _portal.checkpoint import format as checkpoint
+    from _portal.checkpoint import write as checkpoint
     from _portal.state import plugins
     from _portal.checkpoint.reducers import DeclineLoop, Unsaveable
     from _portal.checkpoint.context import PickleContext
@@ -456,7 +456,7 @@ def _write(runtime, job, point, manifest_fields):
                                                manifest_fields, registry=runtime.registry,
                                                reducers=exact, subclass_reducers=inherited)
 
-    # A failed write leaves no partial checkpoint (checkpoint/format.py).  Free what can be
+    # A failed write leaves no partial checkpoint (checkpoint/write.py).  Free what can be
     # freed and try once more; a second failure ends the job: the error goes on as
     # without Portal, and the capture's message says why it was not rescued.
     point.failures = []

@@ -3,7 +3,7 @@
 The stages, in order:
   1. read the checkpoint: owners and modes, the manifest's HMAC (made with the
      user's key), versions, checksums and sources verified before any unpickling
-     or any use of the manifest (checkpoint/format.py, docs/security.md); a refusal is a
+     or any use of the manifest (checkpoint/read.py, docs/security.md); a refusal is a
      ResumeError and changes nothing of the job
   2. put the process back: working directory, environment, sys.argv (sys.path
      last, by boot.py, just before the program goes on: until then Portal
@@ -151,7 +151,7 @@ def _policy_of(saved, given):
 
 
 def _start(job_dir, make_runtime, policy):
-    from _portal.checkpoint import format as checkpoint
+    from _portal.checkpoint import format as checkpoint, read
     from _portal.store import jobs, trust as store
     problem = store.problem()
     if problem is not None:
@@ -159,7 +159,7 @@ def _start(job_dir, make_runtime, policy):
     job_id = os.path.basename(os.path.abspath(job_dir))
     path = os.path.join(job_dir, "checkpoint")
     try:
-        manifest = checkpoint.read_manifest(path, job_id=job_id)
+        manifest = read.read_manifest(path, job_id=job_id)
     except checkpoint.CheckpointError as e:
         raise ResumeError(str(e)) from None
     context = manifest.get("runtime") or {}
@@ -185,7 +185,7 @@ def _start(job_dir, make_runtime, policy):
                            policy=_policy_of(context.get("policy"), policy))
     recompiler = runtime.recompiler()
     try:
-        manifest, state = checkpoint.read_checkpoint(path, recompiler, job_id=job_id,
+        manifest, state = read.read_checkpoint(path, recompiler, job_id=job_id,
                                                      main_module=sys.modules["__main__"])
         # The main script's code, which the restored state may not have needed (a
         # loop at module level, no function of the script saved): compiled by the
@@ -213,7 +213,7 @@ def _start(job_dir, make_runtime, policy):
         # the checkpoint's read, verified, for `portal show` (checkpoint_read {bytes, seconds})
         # and the policies the resumed run has (`portal show`), when --policy changed them
         changed = {"policies": dict(runtime.policy)} if policy else {}
-        job.update_record(state="running", checkpoint_read=checkpoint.last_read(), **changed)
+        job.update_record(state="running", checkpoint_read=read.last_read(), **changed)
     except (store.PortalError, OSError) as e:
         raise ResumeError(f"job {job_id}: its record cannot be updated ({store.shown(e)})") from None
     _frames.resume(chain, EMPTY, handled)

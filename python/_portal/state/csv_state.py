@@ -19,6 +19,8 @@ though iteration stopped the file from telling it (files.seat).
 """
 import sys
 
+from _portal.checkpoint.refusals import Refuse
+
 _DIALECT_FIELDS = ("delimiter", "quotechar", "escapechar", "doublequote", "skipinitialspace",
                    "lineterminator", "quoting", "strict")
 
@@ -79,20 +81,18 @@ def _referents(obj):
 
 
 def _reduce_writer(writer):
-    from _portal.checkpoint.reducers import _Refuse
     dialect = writer.dialect
     found = [r for r in _referents(writer) if r is not dialect and callable(r)]
     if len(found) != 1:
-        raise _Refuse("a csv writer whose output cannot be found")
+        raise Refuse("a csv writer whose output cannot be found")
     return (_rb_writer, (found[0], _dialect_fields(dialect)))
 
 
 def _reduce_reader(reader):
-    from _portal.checkpoint.reducers import _Refuse
     dialect = reader.dialect
     found = [r for r in _referents(reader) if r is not dialect and not isinstance(r, list)]
     if len(found) != 1:
-        raise _Refuse("a csv reader whose input cannot be found")
+        raise Refuse("a csv reader whose input cannot be found")
     source = found[0]
     if type(source) is _Resumed and not source.skip:
         source = source.source

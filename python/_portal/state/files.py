@@ -11,6 +11,8 @@ import io
 import os
 import sys
 
+from _portal.checkpoint.refusals import Refuse
+
 _STD = ("stdin", "stdout", "stderr", "__stdin__", "__stdout__", "__stderr__")
 
 
@@ -136,25 +138,24 @@ def _translated_start(text, raw):
 def seat(f):
     """Make a text file that iteration stopped from telling tell again, at the same
     place (the module's docstring); "" when it keeps its '\r's (newline=''), else
-    None; raises _Refuse saying why not.  What can refuse
+    None; raises Refuse saying why not.  What can refuse
     is checked before the file is read (a refusal leaves it as it was) but a file
     changed under it while it is being saved."""
     import codecs
-    from _portal.checkpoint.reducers import _Refuse
     encoding = codecs.lookup(f.encoding).name
     if encoding not in _ROUND_TRIP or f.errors not in ("strict", "surrogateescape") \
             or not f.seekable():
-        raise _Refuse(f"a {f.encoding} file read line by line (for line in f, csv.reader(f)): "
+        raise Refuse(f"a {f.encoding} file read line by line (for line in f, csv.reader(f)): "
                       f"its position cannot be found")
     if os.fstat(f.fileno()).st_size - f.buffer.tell() > MAX_REST_BYTES:
-        raise _Refuse(f"a file read line by line (for line in f, csv.reader(f)) with more than "
+        raise Refuse(f"a file read line by line (for line in f, csv.reader(f)) with more than "
                       f"{MAX_REST_BYTES >> 20} MiB left: its position is not looked for")
     # newline='\n', '\r' or '\r\n' (no universal newlines: f.newlines stays None) reads
     # a '\r' as those modes do, which no mode Portal can tell would repeat
     if f.newlines is None and b"\r" in _pread(
             f.fileno(), max(0, f.buffer.tell() - f._CHUNK_SIZE - _DECODER_PENDING),
             os.fstat(f.fileno()).st_size):
-        raise _Refuse("a file read line by line (for line in f, csv.reader(f)) opened with "
+        raise Refuse("a file read line by line (for line in f, csv.reader(f)) opened with "
                       "newline='\\n', '\\r' or '\\r\\n', with '\\r' in its lines: its "
                       "position cannot be found (open it with newline='' or none)")
     rest = f.read().encode(encoding, f.errors)
@@ -164,7 +165,7 @@ def seat(f):
         low = max(0, position - rest.count(b"\n"))
         start = _translated_start(rest, _pread(f.fileno(), low, end))
         if start is None:
-            raise _Refuse("a file read line by line changed while it was being saved")
+            raise Refuse("a file read line by line changed while it was being saved")
         position = low + start
     f.seek(position)
     # A '\r' the text kept says the file was opened newline='' (the csv module's

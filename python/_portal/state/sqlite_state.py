@@ -40,6 +40,8 @@ pickled, as before.
 """
 import sys
 
+from _portal.checkpoint.refusals import Refuse
+
 _INFO = {}   # id -> (connection, its in_transaction, _inspect()), noted by prepare()
 
 
@@ -233,13 +235,12 @@ def at_suspension(saved):
 
 
 def _reduce_connection(conn):
-    from _portal.checkpoint.reducers import _Refuse
     noted = _INFO.get(id(conn))
     if noted is None or noted[0] is not conn:
-        raise _Refuse("an sqlite3 connection Portal did not find before the capture")
+        raise Refuse("an sqlite3 connection Portal did not find before the capture")
     how = noted[2]
     if isinstance(how, str):
-        raise _Refuse(how)
+        raise Refuse(how)
     return how
 
 
@@ -251,9 +252,8 @@ def _pending(cursor):
 
 
 def _reduce_cursor(cursor):
-    from _portal.checkpoint.reducers import _Refuse
     if _pending(cursor):
-        raise _Refuse("an sqlite3 cursor with rows of a SELECT still to read: its position cannot be "
+        raise Refuse("an sqlite3 cursor with rows of a SELECT still to read: its position cannot be "
                       "restored (read them to the end with fetchall() before the loop)")
     return (_rb_cursor, (cursor.connection, cursor.arraysize, cursor.row_factory))
 

@@ -58,6 +58,7 @@ import sys
 import time
 
 from _portal.bytecode import frame_locals
+from _portal.checkpoint.refusals import Refuse
 
 _RLOCK_REPR_OWNER = "owner="
 _RLOCK_REPR_COUNT = "count="
@@ -338,14 +339,13 @@ def _life(thread):
 
 
 def _reduce_thread(thread):
-    from _portal.checkpoint.reducers import _Refuse
     threading = sys.modules["threading"]
     if thread is threading.main_thread():
         return (_rb_main_thread, ())
     life = "restart" if _held(thread) else _life(thread)
     if life is None:
         why = _NOT_RESTARTABLE.get(thread.ident, "it is not waiting")
-        raise _Refuse(f"a thread ({thread.name}) cannot be saved: its frames run outside the loop "
+        raise Refuse(f"a thread ({thread.name}) cannot be saved: its frames run outside the loop "
                       f"and it cannot be started again where it is ({why})")
     if life == "restart":
         _SAVED.add(id(thread))

@@ -6,7 +6,7 @@ open descriptor.  The rule (src/jobs/store_trust.cpp holds the same one):
 * PORTAL_HOME, and every directory and file under it that Portal reads or
   writes, is owned by the effective uid, not group/other-writable, and not a
   symbolic link (the `checkpoint` link Portal makes itself is checked by
-  checkpoint/format.py);
+  checkpoint/read.py, through open_dir and trust_problem here);
 * each existing parent of PORTAL_HOME up to / is owned by the user or by root;
   a parent that others can write into must be sticky (/tmp), and then
   PORTAL_HOME itself must be private (no group/other permission at all): the
@@ -19,7 +19,8 @@ each level opened O_DIRECTORY|O_NOFOLLOW and checked with fstat),
 fsync, rename, fsync of the directory) and ``open_checked`` / ``read_checked``
 (O_NOFOLLOW|O_NONBLOCK, fstat: a regular file of the user's, not group/other
 writable, below a size cap).  Every Python reader and writer of store files
-(jobs.py, signing.py, checkpoint/format.py, importhook.py) goes through them.
+(jobs.py, signing.py, checkpoint/read.py and write.py, importhook.py) goes
+through them.
 
 The store is checked once per process (``boot`` at start-up, or the first use):
 a store that fails is not used at all by that run (no job, no cache, no key).
@@ -262,9 +263,27 @@ def _distrust(st, want_dir):
     return owner_problem(st)
 
 
-def open_dir(path):
+def trust_problem(label, st):
+    """Why a checkpoint's file or directory (``os.stat_result`` st) cannot be
+    trusted, or None: owner_problem's rule, in the words `portal inspect` and a
+    refused resume show (who can write it, and the chmod that fixes it)."""
+    uid = euid()
+    if st.st_uid != uid:
+        return (f"{label}: is owned by uid {st.st_uid}, not by you (uid {uid}); "
+                f"it is not trusted")
+    if st.st_mode & _GROUP_OTHER_WRITE:
+        who = {0o020: "your group", 0o002: "others", 0o022: "your group and others"}
+        return (f"{label}: is writable by {who[st.st_mode & _GROUP_OTHER_WRITE]} (mode "
+                f"{stat.S_IMODE(st.st_mode):04o}); it is not trusted (if only you ever "
+                f"had access: chmod go-w {label})")
+    return None
+
+
+def open_dir(path, label=None, trust=None, untrusted="it cannot be trusted"):
     """A descriptor of the directory ``path`` (O_DIRECTORY|O_NOFOLLOW), checked:
-    owned by us, not group/other-writable.  FileNotFoundError when missing."""
+    owned by us, not group/other-writable.  FileNotFoundError when missing.
+    ``label``, ``trust`` and ``untrusted`` as for open_checked."""
+    label = label or path
     try:
         fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC)
     except FileNotFoundError:
@@ -272,16 +291,21 @@ def open_dir(path):
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
             kind = "a symbolic link" if os.path.islink(path) else "not a directory"
-            raise StoreError(f"{path}: is {kind}; it cannot be trusted") from None
-        raise StoreError(f"{path}: cannot be opened ({_why(exc)})") from None
+            raise StoreError(f"{label}: is {kind}; {untrusted}") from None
+        raise StoreError(f"{label}: cannot be opened ({_why(exc)})") from None
     try:
-        why = _distrust(os.fstat(fd), True)
+        st = os.fstat(fd)
+        if trust is not None:
+            message = trust(label, st)
+        else:
+            why = _distrust(st, True)
+            message = f"{label}: {why}; {untrusted}" if why else None
     except BaseException:
         os.close(fd)
         raise
-    if why:
+    if message:
         os.close(fd)
-        raise StoreError(f"{path}: {why}; it cannot be trusted")
+        raise StoreError(message)
     return fd
 
 

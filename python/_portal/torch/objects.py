@@ -66,7 +66,7 @@ import tempfile
 import weakref
 
 from _portal.torch import api as torch_api
-from _portal.checkpoint.reducers import DeclineLoop, _Refuse
+from _portal.checkpoint.refusals import DeclineLoop, Refuse
 from _portal import job_contract  # the environment variables' names (contract/job_record.json)
 
 PickleBuffer = pickle.PickleBuffer
@@ -80,7 +80,7 @@ CUDA_CHUNK_BYTES = 64 << 20
 _HELD_GUARDS = []
 
 
-class Unsupported(_Refuse):
+class Unsupported(Refuse):
     """A torch object this plug-in knows it cannot save faithfully."""
 
 

@@ -1,4 +1,4 @@
-"""_portal.checkpoint.format: the on-disk format, its atomic commit and its refusals."""
+"""_portal.checkpoint (format, manifest, write, read): the on-disk format, its atomic commit and its refusals."""
 import errno
 import hashlib
 import json
@@ -17,9 +17,11 @@ import pytest
 
 import _portal
 from _portal import _blake3
-from _portal.checkpoint import format as checkpoint
+from _portal.checkpoint import format as ckformat, manifest as ckmanifest, read as ckread, write as ckwrite
 from _portal.store import signing
-from _portal.checkpoint.format import CheckpointError, SourceChanged, read_checkpoint, write_checkpoint
+from _portal.checkpoint.format import CheckpointError, SourceChanged
+from _portal.checkpoint.read import read_checkpoint
+from _portal.checkpoint.write import write_checkpoint
 from _portal.run.codeindex import CodeChanged, CodeRegistry, Recompiler
 from _portal.checkpoint.reducers import Unsaveable
 
@@ -176,7 +178,7 @@ def test_reserved_and_unknown_fields(program):
 
 def _write_signed(path, manifest):
     with open(path, "w") as f:
-        f.write(checkpoint.signed_manifest_text(manifest, signing.load_key()))
+        f.write(ckmanifest.signed_manifest_text(manifest, signing.load_key()))
 
 
 def _edit_manifest(info, **changes):
@@ -192,7 +194,7 @@ def test_refuses_unknown_format_and_version(program):
     with pytest.raises(CheckpointError) as e:
         read(info.path)
     assert str(e.value) == (f"checkpoint format version 7 is not supported by portal "
-                            f"{checkpoint.PORTAL_VERSION} (supports 1, 2, 3)")
+                            f"{ckformat.PORTAL_VERSION} (supports 1, 2, 3)")
     _edit_manifest(info, format_version=1, format="other-format")
     with pytest.raises(CheckpointError, match="unknown format 'other-format'"):
         read(info.path)
@@ -259,7 +261,7 @@ def _unsign(path):
 def _sign_with_another_key(path):
     manifest = json.load(open(path))
     with open(path, "w") as f:
-        f.write(checkpoint.signed_manifest_text(manifest, os.urandom(32)))
+        f.write(ckmanifest.signed_manifest_text(manifest, os.urandom(32)))
 
 
 def _edit_in_place(path):
@@ -296,7 +298,7 @@ def test_refuses_a_manifest_without_your_signature(program, tamper, says):
     sys.modules["umod"] = sentinel = types.ModuleType("umod")
     for reader in (lambda: read_checkpoint(info.path, Recompiler(compile_fn),
                                            main_module=types.ModuleType("m")),
-                   lambda: checkpoint.read_manifest(info.path)):
+                   lambda: ckread.read_manifest(info.path)):
         with pytest.raises(CheckpointError) as e:
             reader()
         assert str(e.value).startswith(says)
@@ -318,7 +320,7 @@ def test_the_signature_covers_every_byte_before_it(program):
         if bad == raw:
             continue
         with pytest.raises(CheckpointError) as e:
-            checkpoint.check_signature(bytes(bad))
+            ckmanifest.check_signature(bytes(bad))
         assert "signature (hmac)" in str(e.value)
 
 
@@ -421,7 +423,7 @@ def test_refuses_symbolic_links_inside(program, tmp_path):
     elsewhere = tmp_path / "elsewhere"
     os.rename(os.path.join(gen, "blobs"), elsewhere)
     os.symlink(elsewhere, os.path.join(gen, "blobs"))
-    with pytest.raises(CheckpointError, match="checkpoint: blobs/: is not a directory"):
+    with pytest.raises(CheckpointError, match="checkpoint: blobs/: is a symbolic link; it is not trusted"):
         read(info.path)
     os.unlink(os.path.join(gen, "blobs"))
     os.rename(elsewhere, os.path.join(gen, "blobs"))
@@ -511,7 +513,7 @@ def test_failures_leave_the_previous_checkpoint(program, monkeypatch):
     assert _no_temporaries(parent) == [] and sorted(os.listdir(parent)) == ["job", "job.1"]
     # A full disk, in the stream and in the blobs.
     for where in ("state", "blobs"):
-        real_write = checkpoint._write
+        real_write = ckwrite._write
         written = []
 
         def full(fd, data, where=where):
@@ -521,7 +523,7 @@ def test_failures_leave_the_previous_checkpoint(program, monkeypatch):
                 raise OSError(errno.ENOSPC, "No space left on device")
             written.append(len(data))
             return real_write(fd, data)
-        real_pwrite = checkpoint._pwrite
+        real_pwrite = ckwrite._pwrite
         pwritten, raised = [], []
 
         def full_at(fd, data, offset, where=where):       # the pack files' writes
@@ -530,15 +532,15 @@ def test_failures_leave_the_previous_checkpoint(program, monkeypatch):
                 raise OSError(errno.ENOSPC, "No space left on device")
             pwritten.append(len(data))
             return real_pwrite(fd, data, offset)
-        monkeypatch.setattr(checkpoint, "_write", full)
-        monkeypatch.setattr(checkpoint, "_pwrite", full_at)
+        monkeypatch.setattr(ckwrite, "_write", full)
+        monkeypatch.setattr(ckwrite, "_pwrite", full_at)
         big = {"pad": [bytes(1000) for _ in range(20)], "a": np.ones(100000)}
         with pytest.raises(OSError) as e:
             write(program, big)
         assert e.value.errno == errno.ENOSPC and not isinstance(e.value, Unsaveable)
         assert (where == "blobs") == bool(raised)         # the blobs' own write failed
-        monkeypatch.setattr(checkpoint, "_write", real_write)
-        monkeypatch.setattr(checkpoint, "_pwrite", real_pwrite)
+        monkeypatch.setattr(ckwrite, "_write", real_write)
+        monkeypatch.setattr(ckwrite, "_pwrite", real_pwrite)
         assert _no_temporaries(parent) == [] and sorted(os.listdir(parent)) == ["job", "job.1"]
     # Out of memory while saving.
     with pytest.raises(MemoryError):
@@ -685,7 +687,7 @@ CRASHER = r"""
 import os, shutil, sys
 sys.path.insert(0, {pydir!r})
 import numpy as np
-from _portal.checkpoint.format import write_checkpoint
+from _portal.checkpoint.write import write_checkpoint
 from _portal.run.codeindex import CodeRegistry
 parent, marker, point = sys.argv[1], int(sys.argv[2]), sys.argv[3]
 renames = []
@@ -742,7 +744,7 @@ def _resign(info, change):
     manifest = json.load(open(path))
     change(manifest)
     with open(path, "w") as f:
-        f.write(checkpoint.signed_manifest_text(manifest, signing.load_key()))
+        f.write(ckmanifest.signed_manifest_text(manifest, signing.load_key()))
 
 
 def test_a_checkpoint_is_bound_to_its_job(program):
@@ -751,12 +753,12 @@ def test_a_checkpoint_is_bound_to_its_job(program):
                                       main_module=types.ModuleType("m"))
     assert manifest["job_id"] == "train-aaaaaa" and state["a"].sum() == 499500
     with pytest.raises(CheckpointError) as e:
-        checkpoint.read_manifest(info.path, job_id="train-bbbbbb")
+        ckread.read_manifest(info.path, job_id="train-bbbbbb")
     assert str(e.value) == ("checkpoint: it belongs to job train-aaaaaa, not train-bbbbbb "
                             "(replayed or moved)")
     unbound = write(program, {"a": 1}, name="other")
     with pytest.raises(CheckpointError) as e:
-        checkpoint.read_manifest(unbound.path, job_id="train-bbbbbb")
+        ckread.read_manifest(unbound.path, job_id="train-bbbbbb")
     assert "it names no job" in str(e.value)
 
 
@@ -800,7 +802,7 @@ def test_the_signature_is_checked_before_the_text_is_parsed(program, monkeypatch
     with open(path, "a") as f:
         f.write(" ")
     parsed = []
-    monkeypatch.setattr(checkpoint, "parse_manifest", lambda raw: parsed.append(raw))
+    monkeypatch.setattr(ckmanifest, "parse_manifest", lambda raw: parsed.append(raw))
     with pytest.raises(CheckpointError) as e:
         read(info.path)
     assert "signature" in str(e.value) and parsed == []

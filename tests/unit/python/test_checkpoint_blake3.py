@@ -10,7 +10,7 @@ import threading
 import pytest
 
 from _portal import _blake3
-from _portal.checkpoint import format as checkpoint
+from _portal.checkpoint import format as ckformat, hashing as ckhash
 
 VECTORS = {
     0: "af1349b9f5f9a1a6a0404dea36dcc9499bcb25c9adc112b7cc9a93cae41f3262",
@@ -70,6 +70,6 @@ def test_refuses_what_is_not_a_contiguous_buffer():
 
 def test_the_writer_uses_it():
     assert _blake3.DIGEST_BYTES == 32 and _blake3.IMPLEMENTATION.startswith("blake3 ")
-    assert checkpoint.WRITE_VERSION == checkpoint.FORMAT_VERSION == 3
-    assert checkpoint.WRITE_HASH is checkpoint.BLAKE3
-    assert checkpoint.SUPPORTED_VERSIONS == (1, 2, 3)
+    assert ckhash.WRITE_VERSION == ckformat.FORMAT_VERSION == 3
+    assert ckhash.WRITE_HASH is ckhash.BLAKE3
+    assert ckformat.SUPPORTED_VERSIONS == (1, 2, 3)

@@ -9,8 +9,9 @@ import types
 import numpy as np
 import pytest
 
-from _portal.checkpoint import format as checkpoint
-from _portal.checkpoint.format import read_checkpoint, write_checkpoint
+from _portal.checkpoint import write as ckwrite
+from _portal.checkpoint.read import read_checkpoint
+from _portal.checkpoint.write import write_checkpoint
 from _portal.run.codeindex import CodeRegistry
 
 MIB = 1 << 20
@@ -54,9 +55,9 @@ def resident_bytes(path):
 def test_pack_files_are_written_behind(tmp_path, monkeypatch):
     if fstype(tmp_path) in ("tmpfs", "ramfs", None):
         pytest.skip(f"{tmp_path} is on {fstype(tmp_path)}: its pages cannot leave memory")
-    if checkpoint._sync_file_range() is None:
+    if ckwrite._sync_file_range() is None:
         pytest.skip("no sync_file_range in this libc")
-    monkeypatch.setattr(checkpoint, "FLUSH_BYTES", 1 * MIB)
+    monkeypatch.setattr(ckwrite, "FLUSH_BYTES", 1 * MIB)
     data = np.arange(32 * MIB // 8, dtype=np.int64)
     write_checkpoint(tmp_path, "job", {"a": data}, None, {}, registry=CodeRegistry(),
                      modules={})

@@ -14,9 +14,11 @@ import numpy as np
 import pytest
 
 from _portal import _blake3
-from _portal.checkpoint import format as checkpoint
+from _portal.checkpoint import format as ckformat, hashing as ckhash, manifest as ckmanifest, read as ckread
 from _portal.store import signing
-from _portal.checkpoint.format import CheckpointError, read_checkpoint, write_checkpoint
+from _portal.checkpoint.format import CheckpointError
+from _portal.checkpoint.read import read_checkpoint
+from _portal.checkpoint.write import write_checkpoint
 from _portal.run.codeindex import CodeRegistry
 
 MIB = 1 << 20
@@ -88,7 +90,7 @@ def test_zero_pages_are_holes_and_read_back_as_zeros(tmp_path):
     assert stored_bytes(pack(tmp_path)) <= dense.nbytes + 3 * PAGE + 2 * PAGE + 64 * 1024
     with open(pack(tmp_path), "rb") as f:
         data = f.read()
-    assert files["blobs/0000.bin"]["blake3"] == chunked_blake3(data, checkpoint.CHUNK_BYTES)
+    assert files["blobs/0000.bin"]["blake3"] == chunked_blake3(data, ckformat.CHUNK_BYTES)
     _, state = read(tmp_path)
     assert np.array_equal(state["sparse"], sparse) and np.array_equal(state["dense"], dense)
     assert np.array_equal(state["tail"], np.arange(10))
@@ -99,7 +101,7 @@ def test_holes_are_not_read_into_memory(tmp_path):
     write(tmp_path, {"sparse": sparse})
     _, state = read(tmp_path)
     # chunks that lie in holes are never read: their pages stay untouched
-    assert resident_bytes(state["sparse"]) <= 3 * checkpoint.CHUNK_BYTES  # the 3 touched
+    assert resident_bytes(state["sparse"]) <= 3 * ckformat.CHUNK_BYTES  # the 3 touched
     assert int(state["sparse"].sum()) == int(sparse.sum())
     state["sparse"][30 * MIB] = 9                  # and are the process's own memory
     assert state["sparse"][30 * MIB] == 9
@@ -127,10 +129,10 @@ def test_untouched_zeros_cost_neither_disk_nor_memory(tmp_path):
 
 
 def test_the_digest_of_a_hole_chunk_is_that_of_zeros():
-    for n in (1, PAGE, checkpoint.CHUNK_BYTES, checkpoint.CHUNK_BYTES - 17):
-        assert checkpoint.zero_digest(n) == hashlib.sha256(bytes(n)).digest()
-        assert checkpoint.zero_digest(n, checkpoint.SHA256) == hashlib.sha256(bytes(n)).digest()
-        assert checkpoint.zero_digest(n, checkpoint.BLAKE3) == _blake3.digest(bytes(n))
+    for n in (1, PAGE, ckformat.CHUNK_BYTES, ckformat.CHUNK_BYTES - 17):
+        assert ckhash.zero_digest(n) == hashlib.sha256(bytes(n)).digest()
+        assert ckhash.zero_digest(n, ckhash.SHA256) == hashlib.sha256(bytes(n)).digest()
+        assert ckhash.zero_digest(n, ckhash.BLAKE3) == _blake3.digest(bytes(n))
 
 
 def refused(tmp_path, match):
@@ -158,7 +160,7 @@ def test_a_hole_punched_into_data_is_refused(tmp_path):
     dense = np.random.default_rng(2).integers(1, 255, 8 * MIB, dtype=np.uint8)
     write(tmp_path, {"dense": dense})
     r = subprocess.run(["fallocate", "--punch-hole", "--offset", str(4 * MIB), "--length",
-                        str(checkpoint.CHUNK_BYTES), pack(tmp_path)], capture_output=True)
+                        str(ckformat.CHUNK_BYTES), pack(tmp_path)], capture_output=True)
     if r.returncode != 0:
         pytest.skip(f"fallocate --punch-hole is not supported here: {r.stderr.decode().strip()}")
     assert stored_bytes(pack(tmp_path)) < dense.nbytes
@@ -178,7 +180,7 @@ def test_a_truncated_or_extended_pack_file_is_refused(tmp_path):
 def resign(parent, manifest):
     path = os.path.join(os.path.realpath(os.path.join(parent, "job")), "manifest.json")
     with open(path, "w") as f:
-        f.write(checkpoint.signed_manifest_text(manifest, signing.load_key()))
+        f.write(ckmanifest.signed_manifest_text(manifest, signing.load_key()))
 
 
 def test_a_version_1_checkpoint_is_still_read(tmp_path):
@@ -220,7 +222,7 @@ def test_a_version_2_checkpoint_is_still_read(tmp_path):
     write(tmp_path, {"dense": dense, "sparse": sparse})
     as_version_2(tmp_path)
     _, state = read(tmp_path)
-    assert resident_bytes(state["sparse"]) <= 3 * checkpoint.CHUNK_BYTES   # holes not read
+    assert resident_bytes(state["sparse"]) <= 3 * ckformat.CHUNK_BYTES   # holes not read
     assert np.array_equal(state["dense"], dense) and np.array_equal(state["sparse"], sparse)
     with open(pack(tmp_path), "r+b") as f:             # and still verified, by sha256
         f.seek(5 * MIB + 3)
@@ -230,12 +232,12 @@ def test_a_version_2_checkpoint_is_still_read(tmp_path):
 
 def test_a_version_3_checkpoint_is_refused_by_name_without_blake3(tmp_path, monkeypatch):
     write(tmp_path, {"a": np.arange(1000)})
-    monkeypatch.setattr(checkpoint, "BLAKE3", checkpoint.ChunkHash("blake3", None))
+    monkeypatch.setattr(ckhash, "BLAKE3", ckhash.ChunkHash("blake3", None))
     refused(tmp_path, r"^checkpoint format version 3 \(pack files hashed with blake3\) needs "
                       r"portal's native module _portal\._blake3, which this build of portal "
                       r"\S+ lacks$")
     with pytest.raises(CheckpointError, match=r"needs portal's native module _portal\._blake3"):
-        checkpoint.read_manifest(os.path.join(tmp_path, "job"))
+        ckread.read_manifest(os.path.join(tmp_path, "job"))
 
 
 def test_a_digest_under_the_other_versions_name_is_refused(tmp_path):

@@ -11,8 +11,10 @@ import types
 import numpy as np
 import pytest
 
-from _portal.checkpoint import format as checkpoint, direct_read
-from _portal.checkpoint.format import CheckpointError, read_checkpoint, write_checkpoint
+from _portal.checkpoint import direct_read
+from _portal.checkpoint.format import CheckpointError
+from _portal.checkpoint.read import read_checkpoint
+from _portal.checkpoint.write import write_checkpoint
 from _portal.run.codeindex import CodeRegistry
 
 PAGE = 4096

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import _portal
-from _portal.checkpoint import format as checkpoint
+from _portal.checkpoint import manifest as ckmanifest, read as ckread, write as ckwrite
 from _portal.run.codeindex import CodeRegistry
 from _portal.checkpoint.inspect_checkpoint import format_report, inspect, main
 
@@ -40,7 +40,7 @@ def ck(tmp_path):
     """A checkpoint whose state would run a payload if it were ever unpickled."""
     marker = tmp_path / "PAYLOAD-RAN"
     state = {"payload": Payload(str(marker)), "a": np.arange(5000), "b": np.ones(100)}
-    info = checkpoint.write_checkpoint(tmp_path / "job", "checkpoint", state, None, FIELDS,
+    info = ckwrite.write_checkpoint(tmp_path / "job", "checkpoint", state, None, FIELDS,
                                        registry=CodeRegistry(), modules={})
     info = info._replace(path=str(info.path))
     yield info
@@ -121,7 +121,7 @@ def _unsign(info):
 
 def _other_key(info):
     path = os.path.join(gen(info), "manifest.json")
-    text = checkpoint.signed_manifest_text(json.load(open(path)), os.urandom(32))
+    text = ckmanifest.signed_manifest_text(json.load(open(path)), os.urandom(32))
     open(path, "w").write(text)
     return "checkpoint: manifest.json: its signature (hmac) is wrong", {}
 
@@ -193,7 +193,7 @@ def test_runs_as_a_module_without_unpickling(ck):
 
 def test_an_old_checkpoint_without_frames(tmp_path):
     fields = {k: v for k, v in FIELDS.items() if k != "frames"}
-    info = checkpoint.write_checkpoint(tmp_path / "job", "checkpoint", {"x": 1}, None, fields,
+    info = ckwrite.write_checkpoint(tmp_path / "job", "checkpoint", {"x": 1}, None, fields,
                                        registry=CodeRegistry(), modules={})
     r = inspect(info.path)
     assert r["sound"] and "frames" not in r
@@ -206,6 +206,6 @@ def test_the_payload_would_run_if_unpickled(ck, tmp_path):
     run its payload."""
     import types
     marker = tmp_path / "PAYLOAD-RAN"
-    checkpoint.read_checkpoint(ck.path, None, main_module=types.ModuleType("m"))
+    ckread.read_checkpoint(ck.path, None, main_module=types.ModuleType("m"))
     assert marker.exists()
     marker.unlink()

@@ -20,7 +20,7 @@ import time
 
 import pytest
 
-from _portal.checkpoint import format as ck
+from _portal.checkpoint import format as ckformat, manifest as ckmanifest
 from _portal.store import jobs, signing
 from _portal.store.trust import PortalError
 
@@ -34,7 +34,7 @@ def _manifest():
     blob = "blobs/0000.bin"
     return {
         "format_version": 1, "format": "portal-checkpoint", "portal_version": "0.1.0",
-        "python": {"version": "3.11.2", "implementation": "cpython", "magic": ck.PYTHON_MAGIC},
+        "python": {"version": "3.11.2", "implementation": "cpython", "magic": ckformat.PYTHON_MAGIC},
         "created": "2026-12-01T00:00:00.000Z", "job": JOB, "job_id": JOB,
         "script": "/home/u/train.py", "argv": ["train.py", "--lr", "0.1"],
         "error": {"type": "MemoryError", "message": "", "file": "/home/u/train.py", "line": 12},
@@ -51,13 +51,13 @@ def _manifest():
 
 
 def _signed(manifest):
-    return ck.signed_manifest_text(manifest, KEY).encode("utf-8")
+    return ckmanifest.signed_manifest_text(manifest, KEY).encode("utf-8")
 
 
 def test_the_pristine_manifest_is_accepted():
     """Else the mutations below would all be refused for the wrong reason."""
     raw = _signed(_manifest())
-    assert ck.load_manifest_bytes(raw, KEY, JOB)["job_id"] == JOB
+    assert ckmanifest.load_manifest_bytes(raw, KEY, JOB)["job_id"] == JOB
 
 
 STRANGE = [None, True, False, 0, -1, 1.5, -4096, 2 ** 63, 10 ** 19, "", "..", "/etc/passwd",
@@ -163,7 +163,7 @@ def test_fuzz_the_manifest_reader():
             doc, text = _mutate_document(rng, pristine)
             if text is not None:      # nested too deep for json.dumps: as text
                 prefix = b'{"format_version": 1, "x": ' + text.encode()
-                raw = prefix + ck._signature_tail(signing.sign(KEY, prefix)).encode()
+                raw = prefix + ckmanifest._signature_tail(signing.sign(KEY, prefix)).encode()
             elif isinstance(doc, dict) and doc:
                 raw = _signed(doc)
             else:                     # the whole document replaced: not an object
@@ -173,11 +173,11 @@ def test_fuzz_the_manifest_reader():
             raw = _mutate_bytes(rng, signed)
             kinds["bytes"] += 1
         else:                     # byte damage inside the signed part, then re-signed
-            body = signed[:ck._TAIL.search(signed).start()]
+            body = signed[:ckmanifest._TAIL.search(signed).start()]
             body = _mutate_bytes(rng, body)
-            raw = body + ck._signature_tail(signing.sign(KEY, body)).encode()
+            raw = body + ckmanifest._signature_tail(signing.sign(KEY, body)).encode()
             kinds["signed-bytes"] += 1
-        _expect_portal_error_only(lambda b: ck.load_manifest_bytes(b, KEY, JOB), raw,
+        _expect_portal_error_only(lambda b: ckmanifest.load_manifest_bytes(b, KEY, JOB), raw,
                                   f"manifest case {case}")
     assert min(kinds.values()) > CASES // 10, kinds
 

@@ -20,7 +20,8 @@ import numpy as np
 import pytest
 import torch
 
-from _portal.checkpoint import format as checkpoint, reducers, stream_words
+from _portal.checkpoint import (format as ckformat, manifest as ckmanifest, read as ckread,
+                                write as ckwrite, loader, rebuild, reducers, stream_words)
 from _portal.state import plugins
 from _portal.store import signing
 from _portal.run.codeindex import CodeRegistry
@@ -63,28 +64,37 @@ def test_aliases_lead_to_words_and_hide_none():
 
 
 def _handed_to_pickle(tree):
-    """Module-level functions of the tree that the module uses as a value (not
-    only calls): what a reducer returns for pickle to name."""
+    """Functions that the module uses as a value (not only calls): what a reducer
+    returns for pickle to name.  Its own module-level functions, and those it
+    imports by name from Portal's modules (reducers.py hands over rebuild.py's)."""
     defined = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    imported = {a.asname or a.name for n in tree.body if isinstance(n, ast.ImportFrom)
+                and (n.module or "").startswith("_portal") for a in n.names}
     callees = {id(n.func) for n in ast.walk(tree) if isinstance(n, ast.Call)}
     return {n.id for n in ast.walk(tree)
             if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
-            and n.id in defined and id(n) not in callees}
+            and n.id in defined | imported and id(n) not in callees}
 
 
 def test_every_rebuild_function_of_the_package_is_a_word():
     """A new rebuild function (the _rb_/_set_/_fill naming of the package) that a
     module hands to pickle must be declared: else the loader would refuse the
-    checkpoints that name it, and nothing would freeze its spelling."""
-    missing = []
+    checkpoints that name it, and nothing would freeze its spelling.  The word is
+    where the function is defined (pickle names its __module__)."""
+    missing, seen = [], 0
     for path in sorted(PACKAGE_DIR.rglob("*.py")):
         module = ".".join(path.relative_to(PACKAGE_DIR.parent).with_suffix("").parts)
         tree = ast.parse(path.read_text())
         for name in sorted(_handed_to_pickle(tree)):
-            if name.startswith(("_rb_", "_set_", "_fill", "_ctx_")) \
-                    and (module, name) not in stream_words.WORDS:
-                missing.append(f"{module}.{name}")
+            if not name.startswith(("_rb_", "_set_", "_fill", "_ctx_")):
+                continue
+            obj = getattr(importlib.import_module(module), name)
+            word = (obj.__module__, obj.__qualname__)
+            seen += 1
+            if word not in stream_words.WORDS:
+                missing.append(f"{module}.{name} ({word[0]}.{word[1]})")
     assert not missing, f"rebuild functions not in stream_words.WORDS: {missing}"
+    assert seen > 40        # the walk found the pickler's own and the plug-ins'
 
 
 # --- names read out of real streams -------------------------------------------------------
@@ -92,21 +102,21 @@ def test_every_rebuild_function_of_the_package_is_a_word():
 def test_names_in_reads_both_pickles_and_the_memo():
     f = io.BytesIO()
     p = pickle.Pickler(f, protocol=5)
-    p.dump([reducers._rb_cell, io.BytesIO])
-    p.dump((reducers._rb_cell, threading.Lock))       # memoized strings: BINGET
+    p.dump([rebuild._rb_cell, io.BytesIO])
+    p.dump((rebuild._rb_cell, threading.Lock))       # memoized strings: BINGET
     names = stream_words.names_in(f.getvalue())
     # how pickle names threading.Lock depends on the version (3.11: _thread.allocate_lock,
     # 3.13: _thread.lock): read from its protocol-3 GLOBAL, b"\x80\x03c<module>\n<name>\n"
     text = pickle.dumps(threading.Lock, protocol=3, fix_imports=False)
     assert text[2:3] == b"c", text
     lock = tuple(text[3:].decode("latin-1").split("\n")[:2])
-    assert names == {("_portal.checkpoint.reducers", "_rb_cell"), ("_io", "BytesIO"), lock}
+    assert names == {("_portal.checkpoint.rebuild", "_rb_cell"), ("_io", "BytesIO"), lock}
     assert stream_words.names_in(pickle.dumps(io.BytesIO, protocol=0)) == {("_io", "BytesIO")}
 
 
 def _write(parent, state):
     exact, inherited = plugins.reducers()
-    return checkpoint.write_checkpoint(parent, "job", state, None, {}, registry=CodeRegistry(),
+    return ckwrite.write_checkpoint(parent, "job", state, None, {}, registry=CodeRegistry(),
                                        modules={}, reducers=exact, subclass_reducers=inherited)
 
 
@@ -116,7 +126,7 @@ def test_a_fresh_checkpoint_names_only_words(tmp_path):
     state = dict(_fixture_state(), gen=gen, view=torch.arange(10.0)[2:7],
                  sparse=torch.eye(3).to_sparse(), lock=threading.Lock())
     info = _write(tmp_path, state)
-    names = stream_words.names_in((Path(info.path) / checkpoint.STATE).read_bytes())
+    names = stream_words.names_in((Path(info.path) / ckformat.STATE).read_bytes())
     assert portal_names(names), "the state names none of Portal's rebuild functions"
     assert all(known(n) for n in portal_names(names)), \
         sorted(n for n in portal_names(names) if not known(n))
@@ -129,24 +139,27 @@ def _stream_naming(module, name):
 
 
 def _load(data):
-    return reducers.Loader(io.BytesIO(data), buffers=(), recompiler=None,
-                           main_module=None).load()
+    return loader.Loader(io.BytesIO(data), buffers=(), recompiler=None,
+                         main_module=None).load()
 
 
 def test_the_loader_refuses_a_portal_name_that_is_not_a_word():
-    for module, name in [("_portal.run.boot", "_set_argv"), ("_portal.checkpoint.reducers", "_ctx_unbound"),
-                         ("_portal.checkpoint.reducers", "Loader"), ("_portal", "checkpoint")]:
+    for module, name in [("_portal.run.boot", "_set_argv"), ("_portal.checkpoint.rebuild", "_ctx_unbound"),
+                         ("_portal.checkpoint.reducers", "_ctx_unbound"),
+                         ("_portal.checkpoint.loader", "Loader"), ("_portal", "checkpoint")]:
         with pytest.raises(pickle.UnpicklingError,
                            match=rf"names {module}\.{name}, which is not a word"):
             _load(_stream_naming(module, name))
-    assert _load(_stream_naming("_portal.checkpoint.reducers", "_rb_cell")) is reducers._rb_cell
+    assert _load(_stream_naming("_portal.checkpoint.rebuild", "_rb_cell")) is rebuild._rb_cell
+    # the word's spelling before rebuild.py was split out of reducers.py: through its alias
+    assert _load(_stream_naming("_portal.checkpoint.reducers", "_rb_cell")) is rebuild._rb_cell
     assert _load(_stream_naming("collections", "OrderedDict")).__name__ == "OrderedDict"
 
 
 def test_an_alias_loads_the_word_it_names(monkeypatch):
     monkeypatch.setitem(stream_words.ALIASES, ("_portal.old_reducers", "_rb_old_cell"),
-                        ("_portal.checkpoint.reducers", "_rb_cell"))
-    assert _load(_stream_naming("_portal.old_reducers", "_rb_old_cell")) is reducers._rb_cell
+                        ("_portal.checkpoint.rebuild", "_rb_cell"))
+    assert _load(_stream_naming("_portal.old_reducers", "_rb_old_cell")) is rebuild._rb_cell
 
 
 # --- every format version's writer --------------------------------------------------------
@@ -155,7 +168,7 @@ VERSIONS = sorted(int(p.name[1:]) for p in FIXTURES.glob("v*"))
 
 
 def test_there_is_a_fixture_of_every_format_version():
-    assert VERSIONS == list(range(1, checkpoint.FORMAT_VERSION + 1))
+    assert VERSIONS == list(range(1, ckformat.FORMAT_VERSION + 1))
 
 
 def _as_this_interpreters(directory):
@@ -166,8 +179,8 @@ def _as_this_interpreters(directory):
     manifest.pop("hmac", None)
     manifest["python"] = dict(manifest["python"], version=platform.python_version(),
                               implementation=sys.implementation.name,
-                              magic=checkpoint.PYTHON_MAGIC)
-    path.write_text(checkpoint.signed_manifest_text(manifest, signing.load_or_create_key()))
+                              magic=ckformat.PYTHON_MAGIC)
+    path.write_text(ckmanifest.signed_manifest_text(manifest, signing.load_or_create_key()))
 
 
 def _same(a, b, where):
@@ -190,13 +203,13 @@ def _same(a, b, where):
 @pytest.mark.parametrize("version", VERSIONS)
 def test_a_checkpoint_of_every_format_version_still_reads(tmp_path, version):
     fixture = FIXTURES / f"v{version}"
-    names = stream_words.names_in((fixture / checkpoint.STATE).read_bytes())
+    names = stream_words.names_in((fixture / ckformat.STATE).read_bytes())
     assert all(known(n) for n in portal_names(names)), \
         sorted(n for n in portal_names(names) if not known(n))
     job = tmp_path / "job"
     shutil.copytree(fixture, job)
     _as_this_interpreters(job)
-    manifest, state = checkpoint.read_checkpoint(str(job), None, main_module=types.ModuleType("m"),
+    manifest, state = ckread.read_checkpoint(str(job), None, main_module=types.ModuleType("m"),
                                                  check_sources=False)
     assert manifest["format_version"] == version
     _same(state, _fixture_state(), "state")

@@ -1,6 +1,6 @@
 """_portal.torch.objects: torch's tensors, training objects and process state.
 
-Each test writes a real checkpoint (checkpoint.write_checkpoint with the plug-in
+Each test writes a real checkpoint (ckwrite.write_checkpoint with the plug-in
 reducers, as the capture does) and reads it back (read_checkpoint, as the resume
 does), so restored tensors live on the pack files' mappings, never on the
 original's memory.
@@ -15,7 +15,7 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from _portal.checkpoint import format as checkpoint  # noqa: E402
+from _portal.checkpoint import read as ckread, write as ckwrite  # noqa: E402
 from _portal.state import plugins
 from _portal.torch import objects as torch_state
 from _portal.run.codeindex import CodeRegistry, Recompiler  # noqa: E402
@@ -53,7 +53,7 @@ class Program:
         exact, inherited = plugins.reducers(context)
         self.count += 1
         name = f"ck{self.count}"
-        info = checkpoint.write_checkpoint(
+        info = ckwrite.write_checkpoint(
             self.dir / "jobs", name, state, roots, {"sources": self.registry.sources()},
             registry=self.registry, modules=self.modules, reducers=exact,
             subclass_reducers=inherited)
@@ -62,7 +62,7 @@ class Program:
     def read(self, info):
         for name in self.modules:
             sys.modules.pop(name, None)
-        _, restored = checkpoint.read_checkpoint(info.path, Recompiler(compile_fn),
+        _, restored = ckread.read_checkpoint(info.path, Recompiler(compile_fn),
                                                  main_module=types.ModuleType("__main__"))
         return restored
 
