@@ -333,18 +333,8 @@ def _check_subdirectories(directory, records):
         check_subdirectory(directory, sub)
 
 
-# The figures of the last read_checkpoint of this process: {bytes, seconds}
-_last_read = {}
-
-
-def last_read():
-    """{"bytes": N, "seconds": S} of this process's last read_checkpoint (the
-    files read and verified), or {} before one."""
-    return dict(_last_read)
-
-
 def read_checkpoint(path, recompiler, *, main_module=None, check_sources=True,
-                    key=None, job_id=None):
+                    key=None, job_id=None, figures=None):
     """(manifest, state) of the checkpoint at ``path``.
 
     Checks that every directory and file of it is the user's and writable by
@@ -356,7 +346,8 @@ def read_checkpoint(path, recompiler, *, main_module=None, check_sources=True,
     views of it: arrays and tensors are built on them without another copy.  ``main_module`` receives ``__main__``'s
     globals (default ``sys.modules['__main__']``); other user modules are created
     and registered in ``sys.modules``.  Given ``job_id``, a checkpoint of another
-    job is refused.  Every error is a ``CheckpointError`` (``SourceChanged`` for
+    job is refused.  ``figures``, a dict, receives {"bytes": N, "seconds": S}:
+    the files read and verified, and how long that took.  Every error is a ``CheckpointError`` (``SourceChanged`` for
     a changed source), except ``MemoryError``.
     """
     directory = locate(path)
@@ -384,7 +375,8 @@ def read_checkpoint(path, recompiler, *, main_module=None, check_sources=True,
         buffers.append(opened[rel].view()[offset:offset + size] if size else bytearray())
     stream = io.BytesIO(opened[STATE].data)
     del opened
-    _last_read.update(bytes=manifest["total_bytes"], seconds=round(seconds, 3))
+    if figures is not None:
+        figures.update(bytes=manifest["total_bytes"], seconds=round(seconds, 3))
     loader = Loader(stream, buffers=buffers, recompiler=recompiler, main_module=main_module)
     try:
         state = loader.load_state()

@@ -21,14 +21,25 @@ The stages, in order:
 import os
 import random
 import sys
+import time
 
+# Imported by `portal resume` only (boot.py): its imports at the top cost no
+# program's start-up anything.
 from _portal import _frames, _toplevel
+from _portal import job_contract  # the environment variables' names (contract/job_record.json)
 from _portal.bytecode import codemap
 from _portal.bytecode.tables import T as _BYTECODE
-from _portal.run.codeindex import CodeChanged
-from _portal.state.generators import placeholders as _placeholders
+from _portal.checkpoint import format as checkpoint, read
 from _portal.checkpoint.program import EMPTY
-from _portal import job_contract  # the environment variables' names (contract/job_record.json)
+from _portal.fidelity import rng_check
+from _portal.job_contract import EXPIRY_SECONDS, SUSPENDED_EXIT_STATUS
+from _portal.rescue import safepoint
+from _portal.run.codeindex import CodeChanged
+from _portal.state import plugins
+from _portal.state.generators import placeholders as _placeholders
+from _portal.store import jobs, trust as store
+from _portal.store.trust import shown
+from _portal.torch import objects as torch_state
 
 
 def _apply_process_state(process):
@@ -36,7 +47,6 @@ def _apply_process_state(process):
     # The device map is the resuming process's (portal resume --device-map), not the
     # job's: pinned before the job's environment replaces it, so that the CUDA
     # generators the plug-ins restore below go where the tensors went.
-    from _portal.torch import objects as torch_state
     torch_state.pin_device_map(os.environ)
     os.environ.clear()
     os.environ.update(process.environ)
@@ -50,9 +60,7 @@ def _apply_process_state(process):
     if process.numpy_state is not None:
         import numpy
         numpy.random.set_state(process.numpy_state)
-    from _portal.state import plugins
     plugins.restore_process(getattr(process, "plugins", None))
-    from _portal.fidelity import rng_check
     rng_check.note()      # the states the resumed program starts from
 
 
@@ -88,9 +96,6 @@ def _preempted_while_restoring(job):
     the checkpoint's iteration, which has not started, so the request is taken there
     - the job stays suspended at the checkpoint it was resumed from, reason
     preempted, exit 75 - as at the first iteration start (docs/preemption.md)."""
-    import time
-    from _portal.store import jobs, trust as store
-    from _portal.job_contract import EXPIRY_SECONDS, SUSPENDED_EXIT_STATUS
     now = time.time()
     record = {}
     try:
@@ -131,7 +136,6 @@ def start(job_dir, make_runtime, policy=None):
     except (ResumeError, SystemExit, KeyboardInterrupt, MemoryError):
         raise
     except Exception as e:  # noqa: BLE001 - Portal's own fault: said in one line
-        from _portal.store.trust import shown
         where = ""
         tb = e.__traceback__
         while tb is not None and tb.tb_next is not None:
@@ -151,8 +155,6 @@ def _policy_of(saved, given):
 
 
 def _start(job_dir, make_runtime, policy):
-    from _portal.checkpoint import format as checkpoint, read
-    from _portal.store import jobs, trust as store
     problem = store.problem()
     if problem is not None:
         raise ResumeError(f"store: {problem}")
@@ -184,9 +186,10 @@ def _start(job_dir, make_runtime, policy):
                            extra_user_code=context.get("user_code", ()),
                            policy=_policy_of(context.get("policy"), policy))
     recompiler = runtime.recompiler()
+    figures = {}
     try:
         manifest, state = read.read_checkpoint(path, recompiler, job_id=job_id,
-                                                     main_module=sys.modules["__main__"])
+                                               main_module=sys.modules["__main__"], figures=figures)
         # The main script's code, which the restored state may not have needed (a
         # loop at module level, no function of the script saved): compiled by the
         # same recompiler, so that __main__'s functions and frame share one code tree.
@@ -206,14 +209,13 @@ def _start(job_dir, make_runtime, policy):
     handled = getattr(state.frames[-1], "handled", None) if state.frames else None
     del state
     job = jobs.Job(job_dir)
-    from _portal.rescue import safepoint
     if safepoint.pending() == safepoint.PREEMPTED:
         _preempted_while_restoring(job)   # exits 75: nothing of the program ran
     try:
         # the checkpoint's read, verified, for `portal show` (checkpoint_read {bytes, seconds})
         # and the policies the resumed run has (`portal show`), when --policy changed them
         changed = {"policies": dict(runtime.policy)} if policy else {}
-        job.update_record(state="running", checkpoint_read=read.last_read(), **changed)
+        job.update_record(state="running", checkpoint_read=figures, **changed)
     except (store.PortalError, OSError) as e:
         raise ResumeError(f"job {job_id}: its record cannot be updated ({store.shown(e)})") from None
     _frames.resume(chain, EMPTY, handled)

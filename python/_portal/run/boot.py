@@ -20,41 +20,79 @@ import sys
 
 from _portal import job_contract  # the environment variables' names (contract/job_record.json)
 
+# The imports inside functions here are the start-up's order, not laziness: each
+# comes after sys.path, sys.modules or the environment are what it must see (or
+# must not leave a trace in), and the program never sees any of them.
+
+
+class _Boot:
+    """What portal-run handed this process and what start-up set aside, passed from
+    main() to the stage that starts the program (none of it seen by the program)."""
+
+    def __init__(self, package_dir):
+        self.package_dir = package_dir  # the -c line put it first on sys.path
+        self.linecache = None       # where the -c runner keeps the source it runs, or None
+        self.job_dir = None         # the job's directory (portal-run's), or None
+        self.user_code = []         # portal-run --user-code PATH...
+        self.policy = {}            # portal-run --policy KEY=VALUE...
+        self.portal_modules = {}    # Portal's modules, taken out of sys.modules
+
+    def start_runtime(self, main_filename, **kwargs):
+        """Portal's runtime for the program: the import hook that instruments the
+        user's code, the rescue entry point, the fake-OOM fixture.  Exits 2 with a
+        message for a bad PORTAL_FAKE_OOM.  The caller hides Portal's modules once
+        its start-up is over."""
+        sys.modules.update(self.portal_modules)
+        from _portal.run.fake_oom import FakeOomSpecError
+        try:
+            from _portal.run.runtime import Runtime
+            runtime = Runtime(main_filename, **kwargs)
+        except FakeOomSpecError as e:
+            sys.stderr.write(f"portal: PORTAL_FAKE_OOM: {e}\n")
+            raise SystemExit(2) from None
+        runtime.install()
+        return runtime
+
+    def runtime_for(self, main_filename, **kwargs):
+        """start_runtime with portal-run's settings for this run."""
+        return self.start_runtime(main_filename, extra_user_code=self.user_code,
+                                  policy=self.policy, job_dir=self.job_dir, **kwargs)
+
 
 def main():
     # The -c line put our package directory first; the program must not see it.
     # Under -P nothing else is before the interpreter's own path: neither Portal
     # nor what it imports is looked for in the working directory.  Python's entry
     # for the program is put there after Portal's start-up (_set_path0).
-    package_dir = sys.path.pop(0)
+    boot = _Boot(sys.path.pop(0))
     _give_back_safe_path()
-    _LINECACHE.append(_forget_bootstrap_line(sys.argv[1] == "command", package_dir))
+    boot.linecache = _forget_bootstrap_line(sys.argv[1] == "command", boot.package_dir)
     # The job this run belongs to (portal-run's supervisor made it): never seen by
     # the program, as none of PORTAL_* below.
-    _JOB.append(os.environ.pop(job_contract.ENV_JOB_DIR, None))
+    boot.job_dir = os.environ.pop(job_contract.ENV_JOB_DIR, None)
     from _portal.run import lines
     lines.take(os.environ.pop(lines.VARIABLE, None))   # the supervisor's mark: lines.py
-    _check_store()
+    _check_store(boot)
     _keep_job_lock_to_this_process(os.environ.pop(job_contract.ENV_LOCK_FD, ""))
     _give_back_user_preload(os.environ.pop(USER_PRELOAD_VARIABLE, None))
     if sys.argv[1] == "resume":
         from _portal import _toplevel
-        return _resume(_toplevel, sys.argv[2], package_dir)
+        return _resume(_toplevel, boot, sys.argv[2])
     mode, target, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
     spelling, args = sys.argv[4:4 + n], sys.argv[4 + n:]
     from _portal import _toplevel
-    _PORTAL_MODULES.update(_forget_imports(package_dir))
+    boot.portal_modules = _forget_imports(boot.package_dir)
     # portal-run's settings for the runtime: never seen by the program.
     extra = os.environ.pop(job_contract.ENV_USER_CODE, "")
-    _USER_CODE.extend(p for p in extra.split(os.pathsep) if p)
-    _POLICY.update(_boot_policy())
+    boot.user_code = [p for p in extra.split(os.pathsep) if p]
+    boot.policy = _boot_policy()
     sys.orig_argv[1:] = spelling + args
     if mode == "script":
-        _run_script(_toplevel, target, args, package_dir)
+        _run_script(_toplevel, boot, target, args)
     elif mode == "module":
-        _run_module(_toplevel, target, args, package_dir)
+        _run_module(_toplevel, boot, target, args)
     elif mode == "command":
-        _run_command(_toplevel, target, args)
+        _run_command(_toplevel, boot, target, args)
     else:
         raise SystemExit(f"portal: boot: unknown mode {mode!r}")
 
@@ -124,18 +162,18 @@ def _is_portal_module(name):
     return name == "_portal" or name.startswith("_portal.")
 
 
-def _keep_command_source(code, command):
+def _keep_command_source(boot, code, command):
     """A -c program's source, kept for its tracebacks as the interpreter's -c
     runner keeps it, linecache imported (for the code that runs: the
     instrumented code has the same names and first lines)."""
-    if _LINECACHE[0] is not None:
+    if boot.linecache is not None:
         # A resumed job's was forgotten at boot, and may have been imported again.
-        linecache = sys.modules.setdefault("linecache", _LINECACHE[0])
+        linecache = sys.modules.setdefault("linecache", boot.linecache)
         # python's command line parser appends a newline to the -c string it runs
         linecache._register_code(code, command + "\n", _COMMAND_FILENAME)
 
 
-def _check_store():
+def _check_store(boot):
     """The job store, made absolute now (before the program can chdir) and
     checked once (store/trust.py).  A refused store is not used at all by this run; the
     program runs as under python, without rescue.  portal-run's supervisor says
@@ -149,8 +187,8 @@ def _check_store():
     # forgotten by _forget_imports).
     for name in [n for n in sys.modules if n not in seen and not n.startswith("_portal")]:
         del sys.modules[name]
-    if problem is not None and _JOB[0] is not None and sys.argv[1] != "resume":
-        _JOB[0] = None
+    if problem is not None and boot.job_dir is not None and sys.argv[1] != "resume":
+        boot.job_dir = None
         sys.stderr.write(f"portal: store: {problem}; the program runs, but cannot be "
                          f"suspended\n")
 
@@ -195,31 +233,9 @@ def _forget_imports(package_dir):
     return ours
 
 
-def _start_runtime(main_filename, **kwargs):
-    """Portal's runtime for the program: the import hook that instruments the
-    user's code, the rescue entry point, the fake-OOM fixture.  Exits 2 with a
-    message for a bad PORTAL_FAKE_OOM.  The caller hides Portal's modules once its
-    start-up is over."""
-    sys.modules.update(_PORTAL_MODULES)
-    from _portal.run.fake_oom import FakeOomSpecError
-    try:
-        from _portal.run.runtime import Runtime
-        runtime = Runtime(main_filename, **kwargs)
-    except FakeOomSpecError as e:
-        sys.stderr.write(f"portal: PORTAL_FAKE_OOM: {e}\n")
-        raise SystemExit(2) from None
-    runtime.install()
-    return runtime
-
-
-_PORTAL_MODULES = {}
-_LINECACHE = []  # [linecache where the -c runner keeps the source it runs, or None]
 # The file name python runs a -c program under (runtime.COMMAND_FILENAME; the
 # runtime is not imported before the program's start-up).
 _COMMAND_FILENAME = "<string>"
-_JOB = []  # [the job's directory, or None]
-_USER_CODE = []  # portal-run --user-code PATH...
-_POLICY = {}  # portal-run --policy KEY=VALUE...
 
 
 def _boot_policy():
@@ -228,7 +244,7 @@ def _boot_policy():
     return dict(item.split("=", 1) for item in text.split(",") if "=" in item)
 
 
-def _forget_start_up(seen_modules, seen_importers):
+def _forget_start_up(boot, seen_modules, seen_importers):
     """Forget the modules and path importers that Portal's start-up added; return
     Portal's own modules (the runtime keeps them for a rescue).  The modules
     Portal borrowed (ast for the instrumenter ...) live on in Portal's own
@@ -238,7 +254,7 @@ def _forget_start_up(seen_modules, seen_importers):
         module = sys.modules.pop(name)
         if name == "_portal" or name.startswith("_portal."):
             ours[name] = module
-    ours.update(_PORTAL_MODULES)
+    ours.update(boot.portal_modules)
     for path in [p for p in sys.path_importer_cache if p not in seen_importers]:
         del sys.path_importer_cache[path]
     return ours
@@ -305,7 +321,7 @@ def _exit(toplevel, status):
         raise leave
 
 
-def _run_script(toplevel, path, args, package_dir):
+def _run_script(toplevel, boot, path, args):
     _set_argv(path, args)
     # CPython makes the file name absolute by joining it to the working directory,
     # without normalising it ('./x.py' -> '/cwd/./x.py'); tracebacks show that name.
@@ -323,14 +339,14 @@ def _run_script(toplevel, path, args, package_dir):
     # is forgotten afterwards: the program finds sys.modules and
     # sys.path_importer_cache as python leaves them.
     seen_modules, seen_importers = set(sys.modules), set(sys.path_importer_cache)
-    runtime = _start_runtime(filename, extra_user_code=_USER_CODE, policy=_POLICY, job_dir=_JOB[0])
+    runtime = boot.runtime_for(filename)
     try:
         code = runtime.compile_main(filename, source)
         status = None
     except SyntaxError as exc:
         # python reports a script's syntax error with no traceback entries.
         status = toplevel.fail(exc.with_traceback(None), True)
-    runtime.portal_modules = _forget_start_up(seen_modules, seen_importers)
+    runtime.portal_modules = _forget_start_up(boot, seen_modules, seen_importers)
 
     _get_importer(filename)
     # sys.path[0] is the directory of the script with symbolic links resolved.
@@ -380,20 +396,19 @@ def _run_main(toplevel, runtime, code, globals_):
     _exit(toplevel, status)
 
 
-def _run_module(toplevel, module, args, package_dir):
+def _run_module(toplevel, boot, module, args):
     """`python3 -m MODULE`: runpy finds the module (through Portal's import hook,
     which instruments it when it is the user's code) and runs it in __main__'s
     dict, its frames below the module's, as under python."""
     # runpy replaces sys.argv[0] with the module's file once it is found.
     _set_argv("-m", args)
     seen_modules, seen_importers = set(sys.modules), set(sys.path_importer_cache)
-    runtime = _start_runtime(None, module=module, extra_user_code=_USER_CODE, policy=_POLICY,
-                             job_dir=_JOB[0])
+    runtime = boot.runtime_for(None, module=module)
     # The module is compiled while the program runs (runpy finds it), where the
     # import hook's first import of the instrumenter would leave traces the
     # program can see (sys.path_importer_cache): imported now, with start-up's.
     from _portal.run import instrument  # noqa: F401
-    runtime.portal_modules = _forget_start_up(seen_modules, seen_importers)
+    runtime.portal_modules = _forget_start_up(boot, seen_modules, seen_importers)
     _set_path0(os.getcwd())
     import runpy
     status = toplevel.run(runpy._run_module_as_main, (module, True))
@@ -402,25 +417,24 @@ def _run_module(toplevel, module, args, package_dir):
     _exit(toplevel, status)
 
 
-def _run_command(toplevel, command, args):
+def _run_command(toplevel, boot, command, args):
     """`python3 -c COMMAND`: the code string is the program's "script", compiled as
     python compiles it (file name `<string>`) with its loops instrumented; the
     manifest keeps the string (runtime.context), from which the resume compiles it
     again (checked against its sha256 like any source)."""
     _set_argv("-c", args)
     seen_modules, seen_importers = set(sys.modules), set(sys.path_importer_cache)
-    sys.modules.update(_PORTAL_MODULES)   # as _start_runtime() does, for the name below
+    sys.modules.update(boot.portal_modules)   # as start_runtime() does, for the name below
     from _portal.run.runtime import COMMAND_FILENAME
-    runtime = _start_runtime(COMMAND_FILENAME, command=command, extra_user_code=_USER_CODE,
-                             policy=_POLICY, job_dir=_JOB[0])
+    runtime = boot.runtime_for(COMMAND_FILENAME, command=command)
     try:
         code = runtime.compile_main(COMMAND_FILENAME, command)
         status = None
     except SyntaxError as exc:
         status = toplevel.fail(exc.with_traceback(None))
     else:
-        _keep_command_source(code, command)
-    runtime.portal_modules = _forget_start_up(seen_modules, seen_importers)
+        _keep_command_source(boot, code, command)
+    runtime.portal_modules = _forget_start_up(boot, seen_modules, seen_importers)
     # python -c puts '' (the working directory) first on sys.path.
     _set_path0("")
     globals_ = _fresh_main_dict()
@@ -430,12 +444,12 @@ def _run_command(toplevel, command, args):
     _run_main(toplevel, runtime, code, globals_)
 
 
-def _resume(toplevel, job_dir, package_dir):
+def _resume(toplevel, boot, job_dir):
     """`portal resume JOB`: continue the suspended program in this process."""
     from _portal.restore import resume as restore
     policy = _boot_policy()  # given again to portal resume: each key replaces the job's, the others kept
     try:
-        runtime, main_code, globals_ = restore.start(job_dir, _start_runtime, policy or None)
+        runtime, main_code, globals_ = restore.start(job_dir, boot.start_runtime, policy or None)
     except restore.ResumeError as e:
         sys.stderr.write(f"portal: resume: {e}; the job stays suspended\n")
         raise SystemExit(1) from None
@@ -443,7 +457,7 @@ def _resume(toplevel, job_dir, package_dir):
         # -m: runpy's frames below the module's, made again as python made them
         from _portal.restore import runmodule
         run, args = runmodule.resume_call(runtime.module, main_code, globals_)
-        runtime.portal_modules = _forget_imports(package_dir)
+        runtime.portal_modules = _forget_imports(boot.package_dir)
         sys.path[:] = runtime.resume_path
         status = toplevel.run(run, args)
         if status is not None:
@@ -451,7 +465,7 @@ def _resume(toplevel, job_dir, package_dir):
         _exit(toplevel, status)
         return
     if runtime.command is not None:
-        _keep_command_source(main_code, runtime.command)
-    runtime.portal_modules = _forget_imports(package_dir)
+        _keep_command_source(boot, main_code, runtime.command)
+    runtime.portal_modules = _forget_imports(boot.package_dir)
     sys.path[:] = runtime.resume_path   # the program's own, as it was saved
     _run_main(toplevel, runtime, main_code, globals_)
