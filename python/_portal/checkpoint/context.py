@@ -20,6 +20,9 @@ class PickleContext:
     # Filled by the pickling: the tensors saved as leaves, their autograd graph
     # already used by backward() (torch/objects.py), which the report names.
     cut: list = field(default_factory=list)
+    # Where a device's tensors are copied to before they are written (torch/objects.py:
+    # the job's directory; None: PORTAL_SPILL_DIR or the temporary directory).
+    spill_dir: Optional[str] = None
     # What a plug-in keeps for the length of this one pickling, under its module's
     # name (torch/objects.py: one wrapper per storage, the capturing thread's mode).
     scratch: dict = field(default_factory=dict)

@@ -26,6 +26,7 @@ import ast        # instrument.py has imported it already: no start-up cost
 import linecache
 
 from _portal.bytecode.decode import CODE_UNIT   # co_positions has one entry per unit
+from _portal.rescue import tracebacks
 
 KINDS = {"<listcomp>": "a list comprehension", "<setcomp>": "a set comprehension",
          "<dictcomp>": "a dict comprehension", "<genexpr>": "a generator expression"}
@@ -39,9 +40,7 @@ INLINED_KINDS = {"ListComp": "a list comprehension", "SetComp": "a set comprehen
 def passed_over(exc, loop_frame, is_user_file):
     """The message line for the innermost comprehension of the user's code that
     the error passed through inside the loop, or None."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame is not loop_frame:
-        tb = tb.tb_next
+    tb = tracebacks.loop_entry(exc, loop_frame)
     found = None
     while tb is not None:
         code = tb.tb_frame.f_code

@@ -137,13 +137,16 @@ def note():
     return _SERIAL[0], tuple(_version(m) if m is not None else None for m in (r() for r in _NORMS))
 
 
-def will_differ(code, loop_line, roots, saved=None):
+def will_differ(loop_frame, loop_line, roots, saved=None, is_program_file=None):
     """[text] of what the current iteration of that loop changed irreversibly, in
     the state the checkpoint will hold (`saved`: the ids of its objects, from
     decide.py's trial; None: not known, all are taken).  An object the resume
     does not carry (an optimizer made in the iteration, a dead local there) is
     made again: it does not differ.  A loop without marks cannot tell what its
-    failed iteration did: each stepped object of its state may have."""
+    failed iteration did: each stepped object of its state may have, unless
+    nothing its body loads leads to it (``is_program_file``: the runtime's, which
+    files are the program's; None: each may have)."""
+    code = loop_frame.f_code
     iteration = sys.modules.get("_portal.fidelity.iteration")
     marks = iteration.marks_of(code, loop_line) if iteration is not None else None
     noted = (marks or {}).get("irreversible")
@@ -154,7 +157,7 @@ def will_differ(code, loop_line, roots, saved=None):
     out = []
     for last, _, obj in sorted((last, i, obj) for i, (obj, last) in enumerate(list(_LAST[0].items() if _LAST else ()))):
         if held(obj) and (serial is None or last > serial):   # in the order they stepped
-            if serial is None and not _could_step(code, loop_line, obj):
+            if serial is None and not _could_step(loop_frame, loop_line, obj, is_program_file):
                 continue   # a validation loop: nothing its body loads leads to it
             out.append(_stepped_text(obj, roots, known=serial is not None))
     for i, version in enumerate(versions):
@@ -165,17 +168,13 @@ def will_differ(code, loop_line, roots, saved=None):
     return out
 
 
-def _could_step(code, loop_line, obj):
+def _could_step(loop_frame, loop_line, obj, is_program_file):
     """Could the failed iteration of that loop (without marks) have stepped obj?
     (step_reach.py; True where it cannot tell.)"""
-    frame = sys._getframe(1)
-    while frame is not None and frame.f_code is not code:   # the loop's frame, which called the rescue
-        frame = frame.f_back
-    runtime = getattr(sys.modules.get("_portal.rescue.entry"), "RUNTIME", None)
-    if frame is None or runtime is None:
+    if is_program_file is None:
         return True
     from _portal.fidelity import step_reach
-    return step_reach.could_step(frame, loop_line, obj, runtime.is_program_file)
+    return step_reach.could_step(loop_frame, loop_line, obj, is_program_file)
 
 
 def _stepped_text(obj, roots, known=True):

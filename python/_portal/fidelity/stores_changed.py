@@ -34,15 +34,9 @@ from _portal.bytecode import carried, frame_locals, stores
 from _portal.bytecode.carried import _successors
 from _portal.bytecode.decode import CODE_UNIT, info as _info
 from _portal.fidelity import comprehensions, iteration
+from _portal.rescue import tracebacks
 
 _DATALOADER = "torch.utils.data.dataloader"
-
-
-def _loop_tb(exc, loop_frame):
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame is not loop_frame:
-        tb = tb.tb_next
-    return tb
 
 
 def _containers():
@@ -56,7 +50,7 @@ def _containers():
 def will_differ(loop_frame, site, exc, saved):
     """[text] for each store into an object of the saved state that the failed
     iteration may have made before the error (see the module's docstring)."""
-    tb = _loop_tb(exc, loop_frame)
+    tb = tracebacks.loop_entry(exc, loop_frame)
     if tb is None:
         return []
     code = loop_frame.f_code
@@ -282,7 +276,7 @@ def callee_note(exc, loop_frame, is_user_file):
 
 
 def _callee_note(exc, loop_frame, is_user_file):
-    tb = _loop_tb(exc, loop_frame)
+    tb = tracebacks.loop_entry(exc, loop_frame)
     if tb is None:
         return None
     tb, callee, changed = tb.tb_next, None, False
@@ -339,5 +333,5 @@ def unmarked_loaders(runtime, loop_frame, loop_line, exc, saved):
 
 
 def _comprehension_line(exc, loop_frame):
-    tb = _loop_tb(exc, loop_frame)
+    tb = tracebacks.loop_entry(exc, loop_frame)
     return tb.tb_lineno if tb is not None else "?"

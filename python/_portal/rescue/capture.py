@@ -12,7 +12,7 @@ import sys
 
 from _portal import _frames
 from _portal.bytecode import codemap
-from _portal.rescue import withexit
+from _portal.rescue import tracebacks, withexit
 from _portal.bytecode.tables import T as _BYTECODE
 from _portal.checkpoint.program import EMPTY, CallInfo, FrameState
 
@@ -105,9 +105,7 @@ def raised_in_body(frame, loop_line, exc):
         return True  # the capture says why it cannot resume this loop
     if site.body_span is None:
         return True
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame is not frame:
-        tb = tb.tb_next
+    tb = tracebacks.loop_entry(exc, frame)
     if tb is None:
         return False
     return codemap.in_body(frame.f_code, site, tb.tb_lasti)

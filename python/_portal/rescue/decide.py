@@ -30,6 +30,16 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, List
 
+# Imported by a rescue only (suspend.py): its imports at the top cost the
+# program's start-up nothing.
+from _portal.bytecode import carried
+from _portal.checkpoint import reducers
+from _portal.checkpoint.context import PickleContext
+from _portal.fidelity import grads, irreversible, iteration, rng_check, stores_changed
+from _portal.rescue import capture, handlers, point_state, safepoint, tracebacks
+from _portal.state import plugins, threading_state
+from _portal.store import trust as store
+
 _CO_ASYNC = inspect.CO_COROUTINE | inspect.CO_ASYNC_GENERATOR | inspect.CO_ITERABLE_COROUTINE
 # What to do about an object the checkpoint cannot hold (the last words of a decline).
 UNSAVEABLE_ADVICE = ("Portal cannot save it: close or drop it before the loop, keep it out of "
@@ -50,10 +60,11 @@ class Point:
     callee: List[str] = field(default_factory=list)  # what a callee did that stays done (_callee_changed)
 
 
-def decide(runtime, loop_frame, loop_line, exc, make_state):
-    """make_state(frames, site) -> (ProgramState, roots, marks): built once, here,
-    and written as it is if this loop is the point, rolled back to `marks` (the
-    iteration's start, or None)."""
+def decide(runtime, loop_frame, loop_line, exc, roll_back=True):
+    """The program's state is built once, here (point_state.make), and written as
+    it is if this loop is the point, rolled back to the marks of the iteration's
+    start (roll_back=False: a preemption's safe point, whose iteration has not
+    started: nothing to roll back)."""
     if id(exc) in runtime.capture_failed:
         return None
     reason = _store(runtime)
@@ -63,7 +74,6 @@ def decide(runtime, loop_frame, loop_line, exc, make_state):
         reason = rule(loop_frame)
         if reason:
             return reason
-    from _portal.rescue import capture, handlers
     if not capture.raised_in_body(loop_frame, loop_line, exc):
         return (f"raised outside the body of the while loop at {loop_frame.f_code.co_filename}:"
                 f"{loop_line} (in its condition or else clause)")
@@ -79,34 +89,29 @@ def decide(runtime, loop_frame, loop_line, exc, make_state):
                                              sys.modules["__main__"].__dict__)
     except capture.Decline as d:
         return str(d)
-    from _portal.state import threading_state
     threading_state.freeze()   # restartable threads held at their wait until written (or thawed)
-    point = _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, make_state)
+    point = _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, roll_back)
     if not isinstance(point, Point):
         threading_state.thaw()
     return point
 
 
-def _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, make_state):
-    state, roots, marks = make_state(frames, site)
-    from _portal.state import plugins
+def _saveable_point(runtime, loop_frame, loop_line, exc, frames, site, roll_back):
+    state, roots, marks = point_state.make(runtime, loop_frame, loop_line, frames, site, roll_back)
     plugins.prepare()                       # in the program's thread: the trial pickles in another
     saved = _trial(runtime, state, roots, marks)   # docs/fidelity.md: its cost
     if isinstance(saved, str):
         return saved
-    from _portal.state import threading_state
     threading_state.thaw_unsaved()          # only the threads the state holds stay held
-    from _portal.fidelity import irreversible
     seen = plugins.will_differ(roots, saved)
     # A preemption's point is an iteration that has not started: nothing of it to undo.
-    from _portal.fidelity import rng_check
-    differ = [] if _portal_own(exc) else (irreversible.will_differ(loop_frame.f_code, loop_line, roots, saved)
+    differ = [] if _portal_own(exc) else (irreversible.will_differ(loop_frame, loop_line, roots, saved,
+                                                                     runtime.is_program_file)
                                           + rng_check.will_differ(loop_frame, loop_line, roots, saved)
                                           + _changed_variables(loop_frame, loop_line, site, exc)
                                           + _changed_objects(runtime, loop_frame, loop_line, site, exc, saved)
                                           + seen)
     if not _portal_own(exc):   # gradients a backward of the failed iteration added to (grads.py)
-        from _portal.fidelity import grads
         differ = differ + grads.will_differ(loop_frame.f_code, loop_line, saved)
     callee = _callee_changed(runtime, loop_frame, exc)   # the report's line, or under oom.exact a difference
     if runtime.policy.get("oom.exact") == "true" and differ + callee:
@@ -143,11 +148,7 @@ def _changed_variables(loop_frame, loop_line, site, exc):
     have rebound before the error and that its rerun reads (bytecode/carried.py):
     the rerun starts from the changed value.  A for loop's targets, which a
     marked loop in a function rolls back (iteration.py), are not among them."""
-    from _portal.bytecode import carried
-    from _portal.fidelity import iteration, stores_changed
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame is not loop_frame:
-        tb = tb.tb_next
+    tb = tracebacks.loop_entry(exc, loop_frame)
     if tb is None:
         return []
     code = loop_frame.f_code
@@ -169,7 +170,6 @@ def _changed_objects(runtime, loop_frame, loop_line, site, exc, saved):
     have made before the error: the rerun makes it again; and for the DataLoader
     iterators a comprehension of a loop without marks made or advanced
     (stores_changed.py)."""
-    from _portal.fidelity import stores_changed
     try:
         return (stores_changed.will_differ(loop_frame, site, exc, saved)
                 + stores_changed.unmarked_loaders(runtime, loop_frame, loop_line, exc, saved))
@@ -185,7 +185,6 @@ def _callee_changed(runtime, loop_frame, exc):
     its steps; they run again on what they changed)."""
     if _portal_own(exc):
         return []
-    from _portal.fidelity import stores_changed
     note = stores_changed.callee_note(exc, loop_frame, runtime.is_program_file)
     return [note] if note else []
 
@@ -194,14 +193,12 @@ def _portal_own(exc):
     """A request of Portal's own (safepoint.py's Preempted), taken where an
     iteration starts: no handler of the program's was written for it, so none
     takes it, and the iteration has done nothing that will differ."""
-    from _portal.rescue import safepoint
     return safepoint.is_preempted(exc)
 
 
 def _store(runtime):
     """Why this run cannot write to the job store (then nothing is written: no
     job, no key, no checkpoint), or None."""
-    from _portal.store import trust as store
     problem = store.problem()
     if problem is not None:
         return f"the job store cannot be trusted: {problem}"
@@ -267,9 +264,6 @@ def _trial(runtime, state, roots, marks):
     memory says nothing: the writer then tries, after freeing (suspend.py).
     Returns the reason, or the ids of the objects the checkpoint will hold (None
     when the trial could not tell)."""
-    from _portal.state import plugins
-    from _portal.checkpoint import reducers
-    from _portal.checkpoint.context import PickleContext
     # a trial: a reducer with a costly side effect (copying a device storage to the
     # host: torch/objects.py) skips it
     exact, inherited = plugins.reducers(PickleContext(trial=True, marks=marks))

@@ -39,26 +39,7 @@ import sys
 
 from _portal.rescue import oom, safepoint
 
-# Set by the runtime (runtime.py) before the program starts.
-RUNTIME = None
-
 RESERVE_BYTES = 32 << 20   # the rescue's imports and capture need a few MiB
-_reserve = None
-
-
-def arm_reserve():
-    """Set the reserve aside (again); without it when memory is short now."""
-    global _reserve
-    if _reserve is None:
-        try:
-            _reserve = bytes(RESERVE_BYTES)
-        except MemoryError:
-            pass
-
-
-def release_reserve():
-    global _reserve
-    _reserve = None
 
 
 #: Address space the rescue adds to the soft RLIMIT_DATA while it runs (under
@@ -117,14 +98,6 @@ def narrow_data_limit(widened):
         pass
 
 
-#: True while a rescue runs (safepoint.py: the watcher's request waits for none).
-RESCUING = [False]
-
-#: /proc/self/status and /proc/self/limits as read when the error reached the
-#: rescue (shortage.py makes the suspension's "what ran short" line of them).
-SHORTAGE = [None]
-
-
 def read_proc(path):
     """A /proc file's first 8 KiB (b"" where it cannot be read): no import."""
     try:
@@ -139,40 +112,64 @@ def read_proc(path):
         os.close(fd)
 
 
-def note_shortage():
-    """Two small reads, no import: memory may be short to the last page."""
-    try:
-        SHORTAGE[0] = (read_proc("/proc/self/status"), read_proc("/proc/self/limits"))
-    except MemoryError:       # not even that: the line is left out
-        SHORTAGE[0] = None
+class Rescuer:
+    """The rescue's entry, ``__portal_rescue__`` (a bound method of the one the
+    runtime makes at start-up), and what it holds from the program's start to a
+    rescue: the runtime, the reserve, whether a rescue is running now (safepoint.py:
+    the watcher's request waits for none), and what the process had when the error
+    came (shortage.py makes the suspension's "what ran short" line of it)."""
 
+    def __init__(self, runtime):
+        self.runtime = runtime
+        self.reserve = None
+        self.rescuing = False
+        self.shortage = None    # (/proc/self/status, /proc/self/limits) bytes, or None
 
-def rescue(loop_line, body_span=None):
-    exc = sys.exception()
-    if exc is None or not (oom.is_out_of_memory(exc) or safepoint.is_preempted(exc)):
-        return
-    runtime = RUNTIME
-    if runtime is None or not runtime.rescue_enabled:
-        return
-    loop_frame = sys._getframe(1)
-    # What the process had when it ran out of the host's memory (not a GPU's, not
-    # the fake-OOM fixture's), before anything is freed.
-    SHORTAGE[0] = None
-    if runtime.fake_oom is None and (isinstance(exc, MemoryError) or "DefaultCPUAllocator" in str(exc)):
-        note_shortage()
-    release_reserve()
-    # Every import from here on (resource, pickle, json ...) comes from Portal's own
-    # path, never from the working directory or the program's directory.
-    runtime.enter_rescue()
-    try:
-        widened = widen_data_limit()
-        RESCUING[0] = True
+    def arm_reserve(self):
+        """Set the reserve aside (again); without it when memory is short now."""
+        if self.reserve is None:
+            try:
+                self.reserve = bytes(RESERVE_BYTES)
+            except MemoryError:
+                pass
+
+    def release_reserve(self):
+        self.reserve = None
+
+    def note_shortage(self):
+        """Two small reads, no import: memory may be short to the last page."""
         try:
-            skipped = runtime.rescue(loop_frame, loop_line, exc)
+            self.shortage = (read_proc("/proc/self/status"), read_proc("/proc/self/limits"))
+        except MemoryError:       # not even that: the line is left out
+            self.shortage = None
+
+    def rescue(self, loop_line, body_span=None):
+        exc = sys.exception()
+        if exc is None or not (oom.is_out_of_memory(exc) or safepoint.is_preempted(exc)):
+            return
+        runtime = self.runtime
+        if not runtime.rescue_enabled:
+            return
+        loop_frame = sys._getframe(1)
+        # What the process had when it ran out of the host's memory (not a GPU's, not
+        # the fake-OOM fixture's), before anything is freed.
+        self.shortage = None
+        if runtime.fake_oom is None and (isinstance(exc, MemoryError) or
+                                         "DefaultCPUAllocator" in str(exc)):
+            self.note_shortage()
+        self.release_reserve()
+        # Every import from here on (resource, pickle, json ...) comes from Portal's own
+        # path, never from the working directory or the program's directory.
+        runtime.enter_rescue()
+        try:
+            widened = widen_data_limit()
+            self.rescuing = True
+            try:
+                skipped = runtime.rescue(loop_frame, loop_line, exc)
+            finally:
+                self.rescuing = False
+            narrow_data_limit(widened)
         finally:
-            RESCUING[0] = False
-        narrow_data_limit(widened)
-    finally:
-        runtime.leave_rescue()
-    arm_reserve()  # declined: the error goes on, the program may yet handle it
-    return skipped is True  # True: the item was skipped (skip.py), the handler continues
+            runtime.leave_rescue()
+        self.arm_reserve()  # declined: the error goes on, the program may yet handle it
+        return skipped is True  # True: the item was skipped (skip.py), the handler continues

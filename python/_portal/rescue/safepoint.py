@@ -123,11 +123,11 @@ def _on_memory(signo, frame):
     # nothing to ask: it suspends the job, or declines and the program goes on;
     # its imports may be half done, which the request's own imports would trip on.
     runtime = _runtime[0]
-    rescue = runtime.portal_modules.get("_portal.rescue.entry") if runtime is not None else None
-    if rescue is not None:
-        if rescue.RESCUING[0]:
+    rescuer = getattr(runtime, "rescuer", None)
+    if rescuer is not None:
+        if rescuer.rescuing:
             return
-        rescue.release_reserve()
+        rescuer.release_reserve()
     try:
         request(MEMORY, frame)
     except Exception:  # noqa: BLE001 - it cannot be armed now: dropped, as with no loop to take it

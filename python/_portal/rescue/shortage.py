@@ -1,7 +1,7 @@
 """What ran short when an out-of-memory error reached a loop: one line of the
 suspension (suspend.py), from what the process had at the moment of the error.
 
-rescue/entry.py notes them first thing (note_shortage()), before anything is freed
+rescue/entry.py's Rescuer notes them first thing (note_shortage()), before anything is freed
 (the rescue's reserve included): two reads of /proc/self (its memory, its
 RLIMIT_DATA), no import and no allocation of any size.  line() reads them once
 the checkpoint is written:
@@ -47,11 +47,11 @@ def _available():
     return None
 
 
-def line(cap, size):
+def line(seen, cap, size):
     """The line's text ("what ran short: ..."), or None when nothing was noted.
+    seen: what the rescue noted (Rescuer.shortage: the two files' bytes, or None);
     cap: the resident cap in bytes (safepoint.memory_cap()), None under the
     address cap or none; size: a function that writes a byte count."""
-    seen = rescue.SHORTAGE[0]
     if seen is None:
         return None
     status, limits = seen

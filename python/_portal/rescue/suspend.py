@@ -1,26 +1,39 @@
 """From an out-of-memory error in a loop to a suspended job (rescue/entry.py's stages 1-5).
 
-_rescue() is the driver: decide (decide.py: every rule, nothing freed yet), free
-the frames inside the loop, write the checkpoint, record the job, report and exit.
+_rescue() is the driver: decide (decide.py: every rule, nothing freed yet), make
+the job, free the frames inside the loop, write the checkpoint, record the job,
+report and exit.  Nothing declines once the frames are freed: a write that fails
+twice (_failed) ends the job with the program's own error, as without Portal.
 """
+import gc
+import linecache
 import os
-import random
+import shutil
 import sys
 import time
 import traceback
 
-from _portal.rescue import hint, policy as oom_policy
-from _portal.store import jobs, trust as store
-from _portal.job_contract import SUSPENDED_EXIT_STATUS  # contract/job_record.json, generated
-from _portal.checkpoint.program import LoopInfo, ProcessState, ProgramState
-from _portal.checkpoint.progress import size_text
+# Imported by a rescue only (runtime.py imports this module then): its imports
+# at the top cost the program's start-up nothing.
 from _portal import job_contract  # the environment variables' names (contract/job_record.json)
+from _portal.bytecode import codemap
+from _portal.checkpoint import write as checkpoint
+from _portal.checkpoint.context import PickleContext
+from _portal.checkpoint.progress import size_text
+from _portal.checkpoint.reducers import DeclineLoop, Unsaveable
+from _portal.fidelity import comprehensions, grads
+from _portal.job_contract import SUSPENDED_EXIT_STATUS  # contract/job_record.json, generated
+from _portal.rescue import decide, hint, policy as oom_policy, retry, safepoint, shortage, skip
+from _portal.rescue import tracebacks
+from _portal.rescue.decide import UNSAVEABLE_ADVICE
+from _portal.run import lines
+from _portal.state import plugins, threading_state, workers
+from _portal.store import jobs, trust as store
 
 SUSPENDED_EXIT = SUSPENDED_EXIT_STATUS  # EX_TEMPFAIL: try again later (on a larger machine)
 
 
 def _say(subject, problem):
-    from _portal.run import lines
     lines.start()   # on a line of its own, after a progress bar's unfinished line too
     sys.stderr.write(f"portal: {subject}: {problem}\n")
 
@@ -32,7 +45,6 @@ def _decline(runtime, exc, reason, loop=None):
     runtime.declined.setdefault(id(exc), []).append(reason)
     if loop is not None:
         runtime.passed_over.setdefault(id(exc), []).append((id(loop[0]), loop[1], reason))
-    from _portal.state import threading_state
     threading_state.thaw()   # the threads decide.py held at their wait go on (fidelity.md)
 
 
@@ -41,16 +53,11 @@ def _decline(runtime, exc, reason, loop=None):
 def _free_inner_frames(exc, loop_frame):
     """Clear the frames the error passed through inside the loop (the activations,
     gradients and temporaries they hold), keeping the traceback's text."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame is not loop_frame:
-        tb = tb.tb_next
-    tb = tb.tb_next if tb is not None else None
-    while tb is not None:
+    for tb in tracebacks.inside(exc, loop_frame):
         try:
             tb.tb_frame.clear()
         except RuntimeError:
             pass  # still executing (cannot happen for frames the error left)
-        tb = tb.tb_next
     if "torch" in sys.modules:   # what those frames held on a GPU goes back to the driver
         from _portal.torch import objects as torch_state
         torch_state.release_cached_device_memory()
@@ -59,8 +66,6 @@ def _free_inner_frames(exc, loop_frame):
 def _free_what_can_be_freed():
     """Before each try at the checkpoint: collect the cycles that the cleared frames
     (or a failed try) left, and drop the source lines the traceback's text read."""
-    import gc
-    import linecache
     linecache.clearcache()
     gc.collect()
 
@@ -91,174 +96,8 @@ class _TestFault:
             self.checkpoint._write = self.real
 
 
-# ---- 4. save -------------------------------------------------------------------------------
-
-def _process_state(runtime):
-    numpy_state = None
-    np = sys.modules.get("numpy")
-    if np is not None:
-        numpy_state = np.random.get_state()
-    from _portal.state import plugins
-    return ProcessState(argv=list(sys.argv), orig_argv=list(sys.orig_argv), cwd=os.getcwd(),
-                        environ=dict(os.environ),
-                        path=list(runtime.program_path if runtime.program_path is not None
-                                  else sys.path),
-                        random_state=random.getstate(), numpy_state=numpy_state,
-                        plugins=plugins.capture_process(),
-                        recursion_limit=sys.getrecursionlimit())
-
-
-# Iterators whose __reduce__ gives (iter, (sequence,), items taken so far).
-_INDEXED_ITERATORS = frozenset({
-    "list_iterator", "tuple_iterator", "range_iterator", "longrange_iterator",
-    "str_ascii_iterator", "str_iterator", "bytes_iterator", "bytearray_iterator"})
-
-
-def _index(it):
-    """The 0-based index of the item `it` gave last, as the program counts it: a
-    list, tuple, range, str ... iterator, enumerate over one, or a DataLoader's
-    iterator (batch); None when its state is not a count of the items it gave
-    (islice, zip, reversed, a dict's ...).  (kind, index) with kind 'iteration'
-    or 'batch'."""
-    try:
-        for _ in range(8):  # enumerate(enumerate(...)) ...
-            name = type(it).__name__
-            if name == "enumerate":
-                it = it.__reduce__()[1][0]
-                continue
-            if name == "generator":   # tqdm(iterable): the iterable's iterator (iteration_count.py)
-                from _portal.fidelity import iteration_count
-                it = iteration_count.wrapped_iterator(it)
-                continue
-            if name in _INDEXED_ITERATORS:
-                reduced = it.__reduce__()
-                if len(reduced) >= 3 and isinstance(reduced[2], int) and reduced[2] > 0:
-                    return "iteration", reduced[2] - 1
-            elif isinstance(getattr(it, "_num_yielded", None), int) and it._num_yielded > 0 \
-                    and hasattr(it, "_index_sampler"):
-                return "batch", it._num_yielded - 1
-            return None
-    except Exception:
-        return None
-    return None
-
-
-_RANGE_ITERATORS = frozenset({"range_iterator", "longrange_iterator"})
-
-
-def _range_index(it, frame, for_iter):
-    """The 0-based index of the item a range iterator gave last, where it keeps
-    only what is left (CPython 3.12+: `range(next, stop, step)`) and the code of
-    the loop whose FOR_ITER is at `for_iter` in `frame` (a live frame) says where
-    the range began (bytecode/range_loops.py), the name `range` being the builtin
-    there; None otherwise."""
-    if type(it).__name__ not in _RANGE_ITERATORS or for_iter is None:
-        return None
-    from _portal.bytecode.range_loops import RANGE, range_start
-    found = range_start(frame.f_code, for_iter)
-    if found is None:
-        return None
-    scope, start = found
-    bound = frame.f_globals.get(RANGE, frame.f_builtins.get(RANGE))   # LOAD_GLOBAL's lookup
-    if scope == "name":                 # LOAD_NAME: a class body's namespace first
-        bound = frame.f_locals.get(RANGE, bound)
-    if bound is not range:
-        return None
-    try:
-        left = it.__reduce__()[1][0]
-    except Exception:
-        return None
-    if not isinstance(left, range) or left.step == 0:
-        return None
-    given, rest = divmod(left.start - start, left.step)
-    return given - 1 if rest == 0 and given > 0 else None
-
-
-def _counted(it, frame, for_iter):
-    """_index(it), or for a range iterator that does not tell, _range_index."""
-    found = _index(it)
-    if found is None and frame is not None:
-        try:
-            index = _range_index(it, frame, for_iter)
-            if index is None:   # enumerate(generator): the enumerate's own count
-                from _portal.fidelity import iteration_count
-                index = iteration_count.enumerate_index(it, frame, for_iter)
-        except Exception:   # code the bytecode layer cannot read: no count, never a wrong one
-            index = None
-        found = None if index is None else ("iteration", index)
-    return found
-
-
-def _outer_iterators(frames, site, loop_frame):
-    """(iterator, live frame, FOR_ITER offset or None) for each stack item of the
-    loops around the loop's, innermost first: the loop frame's slots below its
-    iterator, then each caller's."""
-    from _portal.bytecode.range_loops import enclosing_for_iter
-    live = []                           # the live frame of each caller, where found
-    f = loop_frame.f_back
-    main = sys.modules["__main__"].__dict__
-    for fs in frames[-2::-1]:
-        code = fs.function.__code__ if fs.function is not None else None
-        while f is not None and not (f.f_code is code if code is not None else
-                                     (f.f_globals is main and f.f_code.co_name == "<module>")):
-            f = f.f_back
-        live.append(f)
-        if f is not None:
-            f = f.f_back
-    chain = [(frames[-1].stack[:site.iter_slot], loop_frame, site.for_iter)]
-    chain += [(fs.stack, frame, fs.offset) for fs, frame in zip(frames[-2::-1], live)]
-    for items, frame, offset in chain:
-        for slot in range(len(items) - 1, -1, -1):
-            for_iter = None
-            if frame is not None and offset is not None:
-                try:
-                    for_iter = enclosing_for_iter(frame.f_code, offset, slot)
-                except Exception:   # as in _counted: no count
-                    for_iter = None
-            yield items[slot], frame, for_iter
-
-
-def _iteration(frames, site, loop_frame):
-    """(index, text) of the iteration that runs again: `iteration 13 (0-based)`,
-    `batch 4 (0-based) of epoch 2 (0-based)` for a DataLoader loop inside an
-    indexed one; (None, None) when the loop's iterator does not tell (a while
-    loop, whose stack holds only what outer loops iterate)."""
-    stack = frames[-1].stack
-    if not site.is_for or site.iter_slot is None or site.iter_slot >= len(stack):
-        return None, None
-    found = _counted(stack[site.iter_slot], loop_frame, site.for_iter)
-    if found is None:
-        return None, None
-    kind, index = found
-    text = f"{kind} {index} (0-based)"
-    if kind == "batch":   # the epoch: the nearest enclosing loop that counts
-        for item, frame, for_iter in _outer_iterators(frames, site, loop_frame):
-            got = _counted(item, frame, for_iter)
-            if got is not None and got[0] == "iteration":
-                text += f" of epoch {got[1]} (0-based)"
-                break
-    return index, text
-
-
-def _error_roots(state):
-    roots = {}
-    for name, value in state.main.items():
-        roots[f"global {name!r}"] = value
-    from _portal.bytecode import codemap
-    for fs in state.frames:
-        names = codemap.slot_names(fs.function.__code__) if fs.function is not None else []
-        for i, value in enumerate(fs.locals):
-            name = repr(names[i]) if i < len(names) else str(i)
-            roots[f"local {name} of {fs.name}() at {fs.filename}:{fs.line}"] = value
-        for i, value in enumerate(fs.stack):
-            # a for loop's iterator, a with statement's __exit__, an operand ...
-            roots[f"stack item {i} of {fs.name}() at {fs.filename}:{fs.line}"] = value
-    return roots
-
-
 def _frame_line(fs, main_code):
     """The source line of the instruction a saved frame continues at."""
-    from _portal.bytecode import codemap   # as _error_roots does: the rescue pays for the bytecode layer, not start-up
     line = codemap.line_at(main_code if fs.function is None else fs.function.__code__, fs.offset)
     return fs.line if line is None else line
 
@@ -286,14 +125,10 @@ def rescue(runtime, loop_frame, loop_line, exc):
 def _rescue(runtime, loop_frame, loop_line, exc):
     """The stages, one line each; every rule that can decline runs in decide.py,
     before anything is freed or written."""
-    from _portal.rescue import decide
-    from _portal.rescue import safepoint
     preempted = safepoint.is_preempted(exc)
     if preempted:
         safepoint.writing()                                     # the grace stops: its safe point is reached
-    point = decide.decide(runtime, loop_frame, loop_line, exc,
-                          lambda frames, site: _point_state(runtime, loop_frame, loop_line, frames, site,
-                                                            roll_back=not preempted))
+    point = decide.decide(runtime, loop_frame, loop_line, exc, roll_back=not preempted)
     if not isinstance(point, decide.Point):
         if not point:
             return None
@@ -301,32 +136,23 @@ def _rescue(runtime, loop_frame, loop_line, exc):
         return _decline(runtime, exc, point,
                         (loop_frame, f"the loop at {code.co_filename}:{loop_line} in {code.co_name}()"))
     if not preempted:   # the gradients the failed iteration's backward wrote, put back (grads.py)
-        from _portal.fidelity import grads
         grads.restore(loop_frame.f_code, loop_line)
     error = _Error(exc)                                         # its text, before the frames go
     point.notes = _notes(runtime, loop_frame, exc, point)       # what was passed over, and why
     # docs/policies.md; a preemption (safepoint.py) always suspends
     action = oom_policy.SUSPEND if preempted else oom_policy.action(runtime.policy)
-    job = None
+    job, created = _job(runtime)                                # before the free: nothing declines after it
+    if job is None:
+        return _decline(runtime, exc, created)                  # no job could be made: why
     if action == oom_policy.SKIP:
-        job, created = _job(runtime)
-        if job is None:
-            return _decline(runtime, exc, created)
-        from _portal.rescue import skip
         skipped = skip.try_skip(runtime, job, loop_frame, exc, error, point, _free_inner_frames)
         if skipped is True:
-            from _portal.state import threading_state
             threading_state.thaw()                              # nothing is written: held threads go on
             return True                                         # the handler continues the loop
         point.notes.append(skipped)
     _free_inner_frames(exc, loop_frame)                         # 3. free
-    if job is None:
-        job, created = _job(runtime)
-        if job is None:
-            return _decline(runtime, exc, created)              # no job could be made: why
     point.retry = None
     if action == oom_policy.RETRY:
-        from _portal.rescue import retry
         point.retry, why_not = retry.decide(runtime, job, point.state.loop)
         if why_not:
             point.notes.append(why_not)
@@ -335,28 +161,7 @@ def _rescue(runtime, loop_frame, loop_line, exc):
     if info is None:
         return _failed(runtime, exc, job, created, point)
     _record(runtime, job, error, point, info)
-    _report_and_exit(job, error, point, info.total_bytes)       # 5. suspend
-
-
-def _point_state(runtime, loop_frame, loop_line, frames, site, roll_back=True):
-    """(ProgramState to save at this loop, the names of its roots, the marks of the
-    iteration's start it is rolled back to or None).  roll_back=False: the point is
-    the start of an iteration that has not run yet (a preemption's safe point): the
-    states are saved as they are."""
-    index, text = _iteration(frames, site, loop_frame)
-    loop = LoopInfo(filename=loop_frame.f_code.co_filename, line=loop_line,
-                    iteration=index, function=loop_frame.f_code.co_name, iteration_text=text)
-    process = _process_state(runtime)
-    from _portal.fidelity import iteration
-    marks = iteration.at_start(loop_frame.f_code, loop_line)
-    if not roll_back:
-        marks = None
-    if marks is not None:   # the iteration runs again: with the random numbers it drew
-        iteration.roll_back(process, marks)
-    state = ProgramState(frames=frames, main=sys.modules["__main__"].__dict__,
-                         process=process, loop=loop,
-                         fake_oom=runtime.fake_oom.counts if runtime.fake_oom else None)
-    return state, _error_roots(state), marks
+    _report_and_exit(runtime, job, error, point, info.total_bytes)   # 5. suspend
 
 
 def _notes(runtime, loop_frame, exc, point):
@@ -364,7 +169,6 @@ def _notes(runtime, loop_frame, exc, point):
     passed through and that declined (why: what to change for the next time), a
     comprehension the error passed through, which cannot be the point to continue
     from (comprehensions.py), what a callee did that stays done (decide.py found it)."""
-    from _portal.fidelity import comprehensions
     inner = _inner_frames(exc, loop_frame)   # an entry of an earlier error of the same id is not this one's
     notes = [f"{loop} was passed over: {reason}"
              for frame, loop, reason in runtime.passed_over.get(id(exc), ()) if frame in inner]
@@ -373,20 +177,14 @@ def _notes(runtime, loop_frame, exc, point):
 
 
 def _inner_frames(exc, loop_frame):
-    """The ids of the frames the error passed through inside the loop's frame."""
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame is not loop_frame:
-        tb = tb.tb_next
-    out = set()
-    while tb is not None:
-        out.add(id(tb.tb_frame))
-        tb = tb.tb_next
-    return out
+    """The ids of the loop's frame and of the frames the error passed through inside it."""
+    if tracebacks.loop_entry(exc, loop_frame) is None:
+        return set()
+    return {id(loop_frame)} | {id(tb.tb_frame) for tb in tracebacks.inside(exc, loop_frame)}
 
 
 class _Error:
     def __init__(self, exc):
-        from _portal.rescue import safepoint
         self.reason = exc.reason if safepoint.is_preempted(exc) else "oom"   # PREEMPTED or MEMORY
         where = traceback.extract_tb(exc.__traceback__)
         self.at = where[-1] if where else None
@@ -442,13 +240,9 @@ def _manifest_fields(runtime, job, exc, error, point):
 def _write(runtime, job, point, manifest_fields):
     """The checkpoint (CheckpointInfo), or None after two failed tries
     (point.failures); point.cut: the tensors it saved as leaves (the report's)."""
-    from _portal.checkpoint import write as checkpoint
-    from _portal.state import plugins
-    from _portal.checkpoint.reducers import DeclineLoop, Unsaveable
-    from _portal.checkpoint.context import PickleContext
 
     def write(attempt):
-        context = PickleContext(marks=point.marks)        # each try a pickling of its own
+        context = PickleContext(marks=point.marks, spill_dir=job.dir)   # each try a pickling of its own
         point.cut = context.cut
         exact, inherited = plugins.reducers(context)
         with _TestFault(checkpoint, attempt):
@@ -468,7 +262,6 @@ def _write(runtime, job, point, manifest_fields):
             point.failures = f"its state holds {d}"
             return None
         except Unsaveable as u:   # only when decide.py's trial could not tell: not retried
-            from _portal.rescue.decide import UNSAVEABLE_ADVICE
             point.failures = f"its state holds {u}; {UNSAVEABLE_ADVICE}"
             return None
         except Exception as error:  # noqa: BLE001 - any failure of the writer
@@ -482,7 +275,6 @@ def _failed(runtime, exc, job, created, point):
     """Both tries failed (the trial pickling in decide.py could not tell: it ran
     short of memory itself, or the disk is full): the job ends."""
     if created:
-        import shutil
         shutil.rmtree(job.dir, ignore_errors=True)
         runtime.job_dir = None
     if isinstance(point.failures, str):
@@ -547,19 +339,19 @@ def _names_of(objects, roots):
             else f"{len(wanted)} tensors inside objects of the state"]
 
 
-def _what_ran_short(error):
-    """The suspension's "what ran short: ..." line (shortage.py), or None: not for
-    a preemption, nor for a safe point's memory request (its first line says it)."""
+def _what_ran_short(error, seen):
+    """The suspension's "what ran short: ..." line (shortage.py, of what the rescue
+    noted: ``seen``), or None: not for a preemption, nor for a safe point's memory
+    request (its first line says it)."""
     if error.reason != "oom":
         return None
     try:
-        from _portal.rescue import safepoint, shortage
-        return shortage.line(safepoint.memory_cap(), size_text)
+        return shortage.line(seen, safepoint.memory_cap(), size_text)
     except Exception:  # noqa: BLE001 - a line of the report, never a reason to fail the suspension
         return None
 
 
-def _report_and_exit(job, error, point, size):
+def _report_and_exit(runtime, job, error, point, size):
     cut = _names_of(point.cut, point.roots)
     for stream in (sys.stdout, sys.stderr):
         try:
@@ -574,7 +366,7 @@ def _report_and_exit(job, error, point, size):
     # resumes it at once; every line says so, none says "suspended"
     subject = "retrying" if retry else "suspended"
     _say(subject, f"{error.text}{at}")
-    short = _what_ran_short(error)
+    short = _what_ran_short(error, runtime.rescuer.shortage)
     if short:
         _say(subject, short)
     preempted = error.reason == "preempted"
@@ -600,6 +392,5 @@ def _report_and_exit(job, error, point, size):
         else:
             _say("suspended", hint.resume_line(job.id, error.text))
     sys.stderr.flush()
-    from _portal.state import workers
     workers.shut_down()  # a DataLoader's workers hold the output pipes: not left to their watchdog
     os._exit(SUSPENDED_EXIT)

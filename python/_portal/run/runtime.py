@@ -7,12 +7,17 @@ compiled for it, the fake-OOM fixture, and the job.
 """
 import builtins
 import os
+import sys
 
 from _portal.run import codeindex, importhook, usercode
 from _portal.rescue import entry as rescue_module
 from _portal.run.fake_oom import FakeOom
 from _portal import ITERATION_NAME, RESCUE_NAME   # the builtins the instrumented code calls
 from _portal import job_contract  # the environment variables' names (contract/job_record.json)
+
+# What only a rescue, a recompile or an exit line needs (suspend, instrument,
+# handlers) is imported there, from the modules kept aside (portal_modules):
+# every run would otherwise pay for its import at start-up.
 
 # The file name python compiles a `-c` program under (its tracebacks say `File
 # "<string>"`): the code string is the main script, kept in the manifest.
@@ -48,7 +53,6 @@ class Runtime:
         # (id(exception), id(its innermost traceback entry), reason): the last error
         # a loop left to a handler of the program's own (decide.py)
         self.left_to_handler = None
-        import sys
         # The interpreter's own sys.path as Portal's start-up imported from it:
         # neither the working directory nor the program's directory (boot.py), in
         # which Portal's imports at a rescue are looked for (rescue()).
@@ -61,7 +65,6 @@ class Runtime:
         """The main program's file: the script, or the module `-m` runs (its
         spec's origin, once runpy has found it and set __main__.__spec__)."""
         if self._main_filename is None and self.module is not None:
-            import sys
             spec = sys.modules["__main__"].__dict__.get("__spec__")
             origin = getattr(spec, "origin", None)
             if getattr(spec, "name", None) == self.module and isinstance(origin, str):
@@ -78,10 +81,10 @@ class Runtime:
         # sys.settrace/sys.setprofile functions: under python they do not exist.
         from _portal import _toplevel
         from _portal.fidelity import iteration
-        setattr(builtins, RESCUE_NAME, _toplevel.Untraced(rescue_module.rescue))
+        self.rescuer = rescue_module.Rescuer(self)
+        setattr(builtins, RESCUE_NAME, _toplevel.Untraced(self.rescuer.rescue))
         setattr(builtins, ITERATION_NAME, _toplevel.Untraced(iteration.iteration_start))
-        rescue_module.RUNTIME = self
-        rescue_module.arm_reserve()
+        self.rescuer.arm_reserve()
         from _portal.rescue import safepoint
         safepoint.install(self)   # portal-run's preemption requests (docs/preemption.md)
         if self.fake_oom is not None:
@@ -131,18 +134,15 @@ class Runtime:
         program's own list is set aside (and saved with the job) until
         leave_rescue() puts it back, the same list object (the item skipped, or
         declined)."""
-        import sys
         self.program_path = sys.path[:]
         sys.path[:] = self.base_path
 
     def leave_rescue(self):
-        import sys
         sys.path[:] = self.program_path
         self.program_path = None
 
     def rescue(self, loop_frame, loop_line, exc):
         """Between enter_rescue() and leave_rescue() (rescue/entry.py)."""
-        import sys
         sys.modules.update(self.portal_modules)  # the rest of the package loads from here
         from _portal.rescue import suspend
         return suspend.rescue(self, loop_frame, loop_line, exc)   # True: the item was skipped
@@ -161,7 +161,6 @@ class Runtime:
         """The program ends with an uncaught out-of-memory error: one `portal:` line
         per reason it was not rescued (the product page's table), after python's
         own traceback."""
-        import sys
         exc = getattr(sys, "last_value", None)
         if exc is None or not rescue_module.oom.is_out_of_memory(exc):
             return

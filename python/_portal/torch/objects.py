@@ -319,7 +319,7 @@ def _quantizer(t):
     _refuse(f"quantized tensors with scheme {scheme} are not supported")
 
 
-def reduce_storage(wrapper, trial=False):
+def reduce_storage(wrapper, trial=False, spill_dir=None):
     storage = wrapper.storage
     if storage.device.type == "cpu":
         torch = _torch()
@@ -328,8 +328,8 @@ def reduce_storage(wrapper, trial=False):
     if trial:   # decide.py's trial pickling: nothing is copied off the device
         return (_rb_device_storage, (PickleBuffer(bytearray()), storage.device.type,
                                      storage.device.index or 0))
-    return (_rb_device_storage, (_spill_device_storage(storage), storage.device.type,
-                                 storage.device.index or 0))
+    return (_rb_device_storage, (_spill_device_storage(storage, spill_dir=spill_dir),
+                                 storage.device.type, storage.device.index or 0))
 
 
 def reduce_generator(g):
@@ -380,7 +380,7 @@ def reducers(context):
     if torch is None:
         return {}
     capture = _capture(context, torch)
-    out = {_Storage: lambda wrapper: reduce_storage(wrapper, context.trial),
+    out = {_Storage: lambda wrapper: reduce_storage(wrapper, context.trial, context.spill_dir),
            torch._C.Generator: reduce_generator}
     mode = getattr(torch.autograd.grad_mode, "inference_mode", None)
     if mode is not None:
@@ -475,16 +475,12 @@ def copy_in_chunks(src, dst, chunk_bytes=None):
         dst[start:stop].copy_(src[start:stop])
 
 
-def _spill_dir():
+def _spill_dir(job_dir):
     explicit = os.environ.get(job_contract.ENV_SPILL_DIR)
-    if explicit:
-        return explicit
-    rescue = sys.modules.get("_portal.rescue.entry")
-    runtime = getattr(rescue, "RUNTIME", None)
-    return getattr(runtime, "job_dir", None) or tempfile.gettempdir()
+    return explicit or job_dir or tempfile.gettempdir()
 
 
-def _spill_device_storage(storage, chunk_bytes=None):
+def _spill_device_storage(storage, chunk_bytes=None, spill_dir=None):
     """A PickleBuffer of a device storage's bytes, over a shared mapping of an
     unlinked temporary file (page cache, not private memory); no device memory
     is allocated.  Works for a CPU storage too (that is how it is tested)."""
@@ -492,7 +488,7 @@ def _spill_device_storage(storage, chunk_bytes=None):
     nbytes = storage.nbytes()
     if nbytes == 0:
         return PickleBuffer(bytearray())
-    with tempfile.TemporaryFile(dir=_spill_dir(), prefix=".portal-spill-") as f:
+    with tempfile.TemporaryFile(dir=_spill_dir(spill_dir), prefix=".portal-spill-") as f:
         os.ftruncate(f.fileno(), nbytes)
         mapping = mmap.mmap(f.fileno(), nbytes, mmap.MAP_SHARED,
                             mmap.PROT_READ | mmap.PROT_WRITE)

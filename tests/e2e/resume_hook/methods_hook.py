@@ -4,7 +4,7 @@ def hook_state():
     rescue = getattr(builtins, "__portal_rescue__", None)
     if rescue is None:
         return "no portal"
-    frames = getattr(rescue, "__wrapped__", rescue).__globals__["RUNTIME"].portal_modules["_portal._frames"]
+    frames = getattr(rescue, "__wrapped__", rescue).__self__.runtime.portal_modules["_portal._frames"]
     return f"hook installed: {frames.eval_hook_installed()}"
 
 class Acc:

@@ -72,25 +72,24 @@ def test_no_request_no_tracing(rescue_log):
 
 
 class _Runtime:
-    def __init__(self, rescue):
-        self.portal_modules = {"_portal.rescue.entry": rescue}
+    def __init__(self):
+        from _portal.rescue import entry
+        self.rescuer = entry.Rescuer(self)
 
 
 def test_a_memory_request_during_a_rescue_is_not_made(rescue_log, monkeypatch):
-    from _portal.rescue import entry as rescue
-    monkeypatch.setattr(safepoint, "_runtime", [_Runtime(rescue)])
-    monkeypatch.setattr(rescue, "RESCUING", [True])
+    runtime = _Runtime()
+    runtime.rescuer.rescuing = True
+    monkeypatch.setattr(safepoint, "_runtime", [runtime])
     safepoint._on_memory(0, sys._getframe())
     assert safepoint.pending() is None and sys.gettrace() is None
 
 
 def test_a_memory_request_that_cannot_be_armed_is_dropped(rescue_log, monkeypatch):
-    from _portal.rescue import entry as rescue
-
     def half_done_import(code):
         raise ImportError("cannot import name 'Dict' from partially initialized module 'typing'")
 
-    monkeypatch.setattr(safepoint, "_runtime", [_Runtime(rescue)])
+    monkeypatch.setattr(safepoint, "_runtime", [_Runtime()])
     monkeypatch.setattr(safepoint, "_body_starts", half_done_import)
     safepoint._on_memory(0, sys._getframe())        # no error out of the handler
     assert safepoint.pending() is None and sys.gettrace() is None
