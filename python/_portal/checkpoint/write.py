@@ -56,14 +56,6 @@ def _write_all(fd, view):
         pos += _write(fd, view[pos:pos + IO_CHUNK])
 
 
-def _fsync_dir(path):
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
 def _create(path):
     """A new file, 0600 whatever the umask: a checkpoint is code (docs/security.md)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -204,7 +196,7 @@ def _write_blobs(directory, views, progress=None):
     finally:
         for fd in fds:              # only once no worker can still write to them
             os.close(fd)
-    _fsync_dir(os.path.join(directory, BLOBS))
+    store.fsync_dir(os.path.join(directory, BLOBS))
     return records, table
 
 
@@ -376,7 +368,7 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
             os.fsync(fd)
         finally:
             os.close(fd)
-        _fsync_dir(tmp)
+        store.fsync_dir(tmp)
         gens = _generations(parent, name)
         gen = max(gens, default=0) + 1
         final = os.path.join(parent, f"{name}.{gen}")
@@ -389,7 +381,7 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
     committed = False
     link_tmp = os.path.join(parent, f".{name}.link-{os.getpid()}")
     try:
-        _fsync_dir(parent)
+        store.fsync_dir(parent)
         try:
             os.unlink(link_tmp)
         except FileNotFoundError:
@@ -397,7 +389,7 @@ def write_checkpoint(parent_dir, name, state, roots_for_errors=None, manifest_fi
         os.symlink(f"{name}.{gen}", link_tmp)
         os.rename(link_tmp, link)          # the commit point
         committed = True
-        _fsync_dir(parent)
+        store.fsync_dir(parent)
     except BaseException:
         shown_progress.abandon()
         if not committed:
